@@ -1,0 +1,14 @@
+include(CMakePackageConfigHelpers)
+
+install(EXPORT weftTargets NAMESPACE weft:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/weft)
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/weftConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/weftConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/weft)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/weftConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weftConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/weftConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/weft)
+
+configure_file(${CMAKE_CURRENT_LIST_DIR}/weft.pc.in ${CMAKE_CURRENT_BINARY_DIR}/weft.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weft.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,30 @@
+// Backoff: how a thread that has nothing to do but wait for a peer spends its time.
+//
+// Collectives on shared memory answer in well under a microsecond when both ranks are running, so
+// waiting starts by spinning. Ranks are often oversubscribed (8 ranks on 2 cores), where spinning
+// steals the very core the peer needs, so the spin is short and is followed by sched_yield, then
+// by sleeps that grow to a cap. Waiters that own sockets pass them in and sleep in poll() instead,
+// which wakes the moment data arrives.
+#pragma once
+
+#include <poll.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace weft {
+
+class Backoff {
+ public:
+  // Call after every round that made progress: the next wait starts with spinning again.
+  void Reset() { idle_rounds_ = 0; }
+
+  // Call after a round that made no progress. `fds` (may be empty) are polled during the sleep
+  // phase; the sleep never exceeds `max_sleep_ms` so the caller re-checks its deadline often.
+  void Pause(std::vector<pollfd>* fds = nullptr, int max_sleep_ms = 10);
+
+ private:
+  uint32_t idle_rounds_ = 0;
+};
+
+}  // namespace weft

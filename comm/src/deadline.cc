@@ -1,0 +1,22 @@
+#include "deadline.h"
+
+#include <algorithm>
+
+#include "absl/strings/string_view.h"
+#include "absl/strings/str_cat.h"
+
+namespace weft {
+
+absl::Status Deadline::Check(absl::string_view what) const {
+  if (Aborted()) return absl::CancelledError(absl::StrCat(what, ": communicator aborted"));
+  if (Expired()) return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
+  return absl::OkStatus();
+}
+
+int Deadline::PollTimeoutMs(int cap_ms) const {
+  if (when_ == absl::InfiniteFuture()) return cap_ms;
+  const int64_t left = absl::ToInt64Milliseconds(Remaining());
+  return static_cast<int>(std::clamp<int64_t>(left, 0, cap_ms));
+}
+
+}  // namespace weft
