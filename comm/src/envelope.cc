@@ -1,0 +1,50 @@
+// The communicator's reading of the Envelope fields that transports carry blindly.
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "op_kind.h"
+#include "transport/link.h"
+
+namespace weft {
+
+const char* Name(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllReduce: return "all_reduce";
+    case OpKind::kReduceScatter: return "reduce_scatter";
+    case OpKind::kAllGather: return "all_gather";
+    case OpKind::kBroadcast: return "broadcast";
+    case OpKind::kReduce: return "reduce";
+    case OpKind::kAllToAll: return "all_to_all";
+    case OpKind::kBarrier: return "barrier";
+    case OpKind::kSend: return "send";
+    case OpKind::kSplit: return "split";
+  }
+  return "unknown-op";
+}
+
+std::string DescribeEnvelope(const Envelope& e) {
+  const auto kind = static_cast<OpKind>(e.kind);
+  if (kind == OpKind::kSend) {
+    return absl::StrFormat("send message #%d tag=%d count=%d %s", e.seq, e.root_or_tag, e.count,
+                           Name(static_cast<DataType>(e.dtype)));
+  }
+  std::string text = absl::StrFormat("%s #%d step %d count=%d %s", Name(kind), e.seq, e.step,
+                                     e.count, Name(static_cast<DataType>(e.dtype)));
+  if (kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter || kind == OpKind::kReduce) {
+    absl::StrAppend(&text, " ", Name(static_cast<ReduceOp>(e.op)));
+  }
+  if (kind == OpKind::kBroadcast || kind == OpKind::kReduce) {
+    absl::StrAppend(&text, " root=", e.root_or_tag);
+  }
+  absl::StrAppend(&text, " algorithm=", e.algorithm);
+  return text;
+}
+
+absl::Status EnvelopeMismatch(const Envelope& expected, size_t expected_bytes,
+                              const Envelope& got, size_t got_bytes) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "mismatched operation: this rank expected ", DescribeEnvelope(expected), " (",
+      expected_bytes, " bytes) but the peer sent ", DescribeEnvelope(got), " (", got_bytes,
+      " bytes)"));
+}
+
+}  // namespace weft
