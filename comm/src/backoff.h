@@ -14,6 +14,16 @@
 
 namespace weft {
 
+// One spin-wait step: tells the core a spin loop runs, which saves power and lets a sibling
+// hyperthread progress.
+inline void CpuRelax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 class Backoff {
  public:
   // Call after every round that made progress: the next wait starts with spinning again.
@@ -22,6 +32,10 @@ class Backoff {
   // Call after a round that made no progress. `fds` (may be empty) are polled during the sleep
   // phase; the sleep never exceeds `max_sleep_ms` so the caller re-checks its deadline often.
   void Pause(std::vector<pollfd>* fds = nullptr, int max_sleep_ms = 10);
+
+  // Process-wide: when this host runs more ranks than it has cores, spinning only delays the
+  // peer that would end the wait, so waits start by yielding instead.
+  static void SetOversubscribed(bool oversubscribed);
 
  private:
   uint32_t idle_rounds_ = 0;

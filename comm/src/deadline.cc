@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace weft {
 

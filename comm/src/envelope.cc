@@ -8,15 +8,24 @@ namespace weft {
 
 const char* Name(OpKind kind) {
   switch (kind) {
-    case OpKind::kAllReduce: return "all_reduce";
-    case OpKind::kReduceScatter: return "reduce_scatter";
-    case OpKind::kAllGather: return "all_gather";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kReduce: return "reduce";
-    case OpKind::kAllToAll: return "all_to_all";
-    case OpKind::kBarrier: return "barrier";
-    case OpKind::kSend: return "send";
-    case OpKind::kSplit: return "split";
+    case OpKind::kAllReduce:
+      return "all_reduce";
+    case OpKind::kReduceScatter:
+      return "reduce_scatter";
+    case OpKind::kAllGather:
+      return "all_gather";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kReduce:
+      return "reduce";
+    case OpKind::kAllToAll:
+      return "all_to_all";
+    case OpKind::kBarrier:
+      return "barrier";
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kSplit:
+      return "split";
   }
   return "unknown-op";
 }
@@ -39,12 +48,11 @@ std::string DescribeEnvelope(const Envelope& e) {
   return text;
 }
 
-absl::Status EnvelopeMismatch(const Envelope& expected, size_t expected_bytes,
-                              const Envelope& got, size_t got_bytes) {
+absl::Status EnvelopeMismatch(const Envelope& expected, size_t expected_bytes, const Envelope& got,
+                              size_t got_bytes) {
   return absl::FailedPreconditionError(absl::StrCat(
-      "mismatched operation: this rank expected ", DescribeEnvelope(expected), " (",
-      expected_bytes, " bytes) but the peer sent ", DescribeEnvelope(got), " (", got_bytes,
-      " bytes)"));
+      "mismatched operation: this rank expected ", DescribeEnvelope(expected), " (", expected_bytes,
+      " bytes) but the peer sent ", DescribeEnvelope(got), " (", got_bytes, " bytes)"));
 }
 
 }  // namespace weft

@@ -20,8 +20,8 @@ bool IsValid(ReduceOp op) { return static_cast<unsigned>(op) < kNumReduceOps; }
 size_t SizeOf(DataType type) { return IsValid(type) ? kTypeSizes[static_cast<int>(type)] : 0; }
 
 bool IsFloatingPoint(DataType type) {
-  return type == DataType::kFloat16 || type == DataType::kBFloat16 ||
-         type == DataType::kFloat32 || type == DataType::kFloat64;
+  return type == DataType::kFloat16 || type == DataType::kBFloat16 || type == DataType::kFloat32 ||
+         type == DataType::kFloat64;
 }
 
 const char* Name(DataType type) {
@@ -37,11 +37,11 @@ std::optional<DataType> ParseDataType(std::string_view name) {
     if (kTypeNames[i] == name) return static_cast<DataType>(i);
   }
   static constexpr std::pair<std::string_view, DataType> kAliases[] = {
-      {"char", DataType::kInt8},        {"int", DataType::kInt32},
-      {"uint", DataType::kUint32},      {"fp16", DataType::kFloat16},
-      {"float16", DataType::kFloat16},  {"bf16", DataType::kBFloat16},
-      {"fp32", DataType::kFloat32},     {"float32", DataType::kFloat32},
-      {"fp64", DataType::kFloat64},     {"float64", DataType::kFloat64},
+      {"char", DataType::kInt8},       {"int", DataType::kInt32},
+      {"uint", DataType::kUint32},     {"fp16", DataType::kFloat16},
+      {"float16", DataType::kFloat16}, {"bf16", DataType::kBFloat16},
+      {"fp32", DataType::kFloat32},    {"float32", DataType::kFloat32},
+      {"fp64", DataType::kFloat64},    {"float64", DataType::kFloat64},
   };
   for (const auto& [alias, type] : kAliases) {
     if (alias == name) return type;

@@ -9,16 +9,17 @@
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/string_view.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "backoff.h"
 
 namespace weft {
 namespace {
 
 absl::Status ErrnoError(absl::string_view what, const std::string& path) {
-  return absl::UnavailableError(absl::StrCat("file store: ", what, " ", path, ": ", strerror(errno)));
+  return absl::UnavailableError(
+      absl::StrCat("file store: ", what, " ", path, ": ", strerror(errno)));
 }
 
 }  // namespace

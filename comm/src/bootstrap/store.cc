@@ -1,7 +1,7 @@
 #include "bootstrap/store.h"
 
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace weft {
 
@@ -18,17 +18,15 @@ absl::StatusOr<int64_t> PrefixStore::Add(absl::string_view key, int64_t delta) {
 }
 
 absl::StatusOr<std::vector<std::string>> StoreAllGather(Store& store, absl::string_view key,
-                                                        int rank, int size,
-                                                        absl::string_view value,
+                                                        int rank, int size, absl::string_view value,
                                                         const Deadline& deadline) {
   if (absl::Status s = store.Set(absl::StrCat(key, "/", rank), value); !s.ok()) return s;
   std::vector<std::string> values(size);
   for (int r = 0; r < size; ++r) {
     absl::StatusOr<std::string> v = store.Get(absl::StrCat(key, "/", r), deadline);
     if (!v.ok()) {
-      return absl::Status(v.status().code(),
-                          absl::StrCat("waiting for rank ", r, " to publish '", key,
-                                       "': ", v.status().message()));
+      return absl::Status(v.status().code(), absl::StrCat("waiting for rank ", r, " to publish '",
+                                                          key, "': ", v.status().message()));
     }
     values[r] = *std::move(v);
   }

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "deadline.h"
 
 namespace weft {
@@ -52,8 +52,7 @@ class PrefixStore final : public Store {
 
 // Every rank publishes `value` under `key`/<rank> and receives all ranks' values in rank order.
 absl::StatusOr<std::vector<std::string>> StoreAllGather(Store& store, absl::string_view key,
-                                                        int rank, int size,
-                                                        absl::string_view value,
+                                                        int rank, int size, absl::string_view value,
                                                         const Deadline& deadline);
 
 // Returns once all `size` ranks have entered the barrier named `key`.

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "bootstrap/store.h"
 #include "deadline.h"
 #include "weft/kernels/dtype.h"
@@ -32,14 +32,14 @@ namespace weft {
 // What a message says about itself. The communicator fills it; transports carry it verbatim and
 // compare it with the receiver's expectation.
 struct Envelope {
-  uint64_t seq = 0;       // collective sequence number, or p2p message index between the pair
-  uint64_t count = 0;     // element count of the whole operation (its fingerprint)
-  uint32_t step = 0;      // algorithm step or chunk within the operation
-  uint16_t kind = 0;      // OpKind
-  uint8_t dtype = 0;      // DataType
-  uint8_t op = 0;         // ReduceOp
+  uint64_t seq = 0;    // collective sequence number, or p2p message index between the pair
+  uint64_t count = 0;  // element count of the whole operation (its fingerprint)
+  uint32_t step = 0;   // algorithm step or chunk within the operation
+  uint16_t kind = 0;   // OpKind
+  uint8_t dtype = 0;   // DataType
+  uint8_t op = 0;      // ReduceOp
   int32_t root_or_tag = 0;
-  uint32_t algorithm = 0; // which algorithm sent it: peers must agree on it
+  uint32_t algorithm = 0;  // which algorithm sent it: peers must agree on it
   bool operator==(const Envelope&) const = default;
 };
 static_assert(sizeof(Envelope) == 32, "Envelope is part of the wire format");
@@ -49,8 +49,8 @@ static_assert(sizeof(Envelope) == 32, "Envelope is part of the wire format");
 std::string DescribeEnvelope(const Envelope& envelope);
 
 // The error a link reports when a message differs from what the receive expected.
-absl::Status EnvelopeMismatch(const Envelope& expected, size_t expected_bytes,
-                              const Envelope& got, size_t got_bytes);
+absl::Status EnvelopeMismatch(const Envelope& expected, size_t expected_bytes, const Envelope& got,
+                              size_t got_bytes);
 
 // What a receive does with the bytes that arrive: copy them to `dst`, or combine them into the
 // values already at `dst` with `op` (the fused receive-reduce that spares a staging copy).
@@ -61,7 +61,9 @@ struct RecvSink {
   DataType dtype = DataType::kUint8;
   ReduceOp op = ReduceOp::kSum;
 
-  static RecvSink Copy(void* dst) { return RecvSink{Mode::kCopy, dst, DataType::kUint8, ReduceOp::kSum}; }
+  static RecvSink Copy(void* dst) {
+    return RecvSink{Mode::kCopy, dst, DataType::kUint8, ReduceOp::kSum};
+  }
   static RecvSink Reduce(void* dst, DataType dtype, ReduceOp op) {
     return RecvSink{Mode::kReduce, dst, dtype, op};
   }
@@ -96,12 +98,12 @@ class Link {
 
 // What a transport needs to connect one communicator's links.
 struct ConnectContext {
-  Store* store = nullptr;        // private to this communicator: keys cannot collide
+  Store* store = nullptr;  // private to this communicator: keys cannot collide
   int rank = 0;
   int size = 1;
   std::vector<std::string> host_ids;  // per rank, from weft::HostIdentity()
-  std::string token;             // the job secret every connection must present
-  std::string unique_name;       // unique per communicator on this host (shm object names)
+  std::string token;                  // the job secret every connection must present
+  std::string unique_name;            // unique per communicator on this host (shm object names)
   Deadline deadline = Deadline::In(absl::Seconds(300));
 };
 

@@ -5,6 +5,11 @@
 // a data area that all local ranks can read, plus a small array of 64-bit progress counters that
 // it alone writes and every other rank may wait on. Counters only grow (they carry operation
 // sequence numbers), so the arena never needs resetting between operations.
+//
+// Waiting is tuned for both cases Weft meets: with a core per rank a waiter sees a Publish within
+// a cache-line transfer because it starts by spinning; oversubscribed (8 ranks on 2 cores) it
+// soon yields and then sleeps on a futex, so it stops stealing the core the publisher needs, and
+// Publish makes the futex system call only when somebody actually sleeps.
 #pragma once
 
 #include <atomic>
@@ -17,6 +22,8 @@
 #include "absl/status/statusor.h"
 #include "bootstrap/store.h"
 #include "deadline.h"
+#include "transport/shm/process_watch.h"
+#include "transport/shm/shm_segment.h"
 
 namespace weft {
 
@@ -28,13 +35,13 @@ class ShmArena {
   // The lowest of them creates the segment; the others attach. The name is removed from
   // /dev/shm as soon as everyone has attached, so a crash leaks nothing.
   // Each rank's data area is `area_bytes` bytes (rounded up to a page), 64-byte aligned.
+  // `store` keys are derived from `unique_name`, so one store can serve several arenas.
   static absl::StatusOr<std::unique_ptr<ShmArena>> Create(Store& store,
-                                                          const std::string& unique_name,
-                                                          int rank,
+                                                          const std::string& unique_name, int rank,
                                                           const std::vector<int>& local_ranks,
                                                           size_t area_bytes,
                                                           const Deadline& deadline);
-  ~ShmArena();
+  ~ShmArena() = default;
 
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
@@ -47,7 +54,8 @@ class ShmArena {
   void Publish(int index, uint64_t value);
 
   // Waits until local rank `r`'s counter `index` is >= `value` (acquire ordering), spinning
-  // briefly, then yielding, then sleeping on a futex; fails at the deadline or on abort.
+  // briefly, then yielding, then sleeping on a futex; fails at the deadline, on abort, or when
+  // rank `r`'s process has exited (noticed within about 100 ms).
   absl::Status WaitAtLeast(int r, int index, uint64_t value, const Deadline& deadline) const;
 
   // Reads local rank `r`'s counter `index` (acquire).
@@ -58,19 +66,22 @@ class ShmArena {
 
   struct alignas(64) CounterLine {
     std::atomic<uint64_t> value;
-    std::atomic<uint32_t> futex_word;  // bumped on every Publish; futex waits on it
-    std::atomic<uint32_t> waiters;
+    // Changes whenever a Publish finds sleepers; the futex sleeps on it (futexes are 32-bit).
+    std::atomic<uint32_t> futex_word;
+    std::atomic<uint32_t> waiters;  // processes inside the futex phase of WaitAtLeast
   };
+  static_assert(sizeof(CounterLine) == 64);
 
   CounterLine* counter(int r, int index) const;
 
-  void* base_ = nullptr;
-  size_t mapped_bytes_ = 0;
+  ShmSegment segment_;
   size_t area_bytes_ = 0;
   size_t counters_offset_ = 0;
   size_t areas_offset_ = 0;
   int local_rank_ = 0;
   int local_size_ = 1;
+  std::vector<int> local_ranks_;       // global rank of each local rank, for messages
+  std::vector<ProcessWatch> watches_;  // per local rank; watches nothing for this rank
 };
 
 }  // namespace weft

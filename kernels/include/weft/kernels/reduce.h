@@ -10,7 +10,14 @@
 // direct algorithms prefer it over repeated pairwise calls.
 //
 // kAvg is treated as kSum by these kernels: a collective sums first and calls DivideBy at the end.
-// NaN handling for kMin/kMax follows the comparison `a < b ? a : b` applied as dst = op(dst, src).
+// kMin is `a < b ? a : b` and kMax `a > b ? a : b`, with `a` the accumulated (left) operand and
+// `b` the incoming one, exactly as vminps/vmaxps compute: a NaN on either side yields `b`. A sum
+// or product with one NaN operand yields that NaN, quieted; with two, a quiet NaN of either.
+// Integer sums and products wrap modulo 2^bits. Invalid types or operators, n < 1 and count 0
+// do nothing (callers validate their arguments).
+//
+// Outputs of at least half the L3 cache that overlap no source are written with non-temporal
+// stores: the write then skips reading the destination into the cache first.
 #pragma once
 
 #include <cstddef>
@@ -22,7 +29,8 @@ namespace weft {
 enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
 // The level used by the kernels: the best the CPU supports, lowered by WEFT_SIMD=scalar|avx2|avx512
-// (a request above what the CPU supports is clamped to what it supports).
+// (a request above what the CPU supports is clamped to what it supports; other values are
+// ignored).
 SimdLevel ActiveSimdLevel();
 const char* Name(SimdLevel level);
 
@@ -40,8 +48,9 @@ void Reduce(DataType type, ReduceOp op, void* dst, const void* a, const void* b,
 void ReduceMany(DataType type, ReduceOp op, void* dst, const void* const* srcs, int n,
                 size_t count);
 
-// data[i] = data[i] / divisor: the final step of kAvg. Integers truncate toward zero; fp16/bf16
-// divide in fp32 and round once.
+// data[i] = data[i] / divisor: the final step of kAvg. Integers truncate toward zero (modulo
+// 2^bits, so INT_MIN / -1 wraps); fp16/bf16 divide in fp32 and round once. Divisor 1, and 0 for
+// integers, leave the data unchanged; a float divisor of 0 gives IEEE infinities and NaNs.
 void DivideBy(DataType type, void* data, size_t count, int divisor);
 
 }  // namespace weft

@@ -1,0 +1,119 @@
+// Communicator: a group of ranks (processes) that run collectives and point-to-point transfers.
+//
+//   auto comm = weft::Communicator::CreateFromEnvironment();   // under weftrun, mpirun, torchrun
+//   if (!comm.ok()) { ... }
+//   weft::Work w = (*comm)->AllReduce(grads, grads, n, weft::DataType::kFloat32,
+//   weft::ReduceOp::kSum);
+//   ... compute ...
+//   if (absl::Status s = w.Wait(); !s.ok()) { ... }   // names rank, peer, operation and seq
+//
+// Semantics follow NCCL: buffers are host memory; count is in elements; in-place means the
+// send and receive pointers are equal (for reduce_scatter and all_gather: the rank's block of the
+// large buffer). Every call returns at once with a Work; operations complete in issue order; the
+// buffers must stay valid and untouched until the Work finishes. Errors are values: invalid
+// arguments give a finished Work with InvalidArgument; a failed operation (peer died, timeout,
+// mismatched collective) fails its Work and every later operation on the communicator with a
+// message naming this rank, the peer, the operation and its sequence number.
+//
+// All ranks must issue the same collectives in the same order with the same count, type,
+// operator and root. Point-to-point messages between a pair of ranks are delivered in the order
+// they were sent, and a receive must match the next message from that peer (same tag and size).
+//
+// Configuration: CommOptions, each field defaulting to its WEFT_* environment variable
+// (docs/ARCHITECTURE.md lists them).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "weft/comm/work.h"
+#include "weft/kernels/dtype.h"
+
+namespace weft {
+
+struct CommOptions {
+  // Bound on every operation and on creation. Default: WEFT_TIMEOUT (seconds), else 300 s.
+  absl::Duration timeout = absl::ZeroDuration();
+  // Forces an algorithm: "ring", "rabenseifner", "shm_direct", "tree", "pairwise", or per
+  // collective "all_reduce=ring,broadcast=tree". Default: WEFT_ALGO, else chosen per call.
+  std::string algorithm;
+  // "auto" (shared memory within a host, TCP across hosts), "tcp" or "shm".
+  // Default: WEFT_TRANSPORT, else "auto".
+  std::string transport;
+};
+
+namespace internal {
+class CommState;
+}
+
+class Communicator {
+ public:
+  // From the launcher's environment: weftrun, torchrun-style (MASTER_ADDR, MASTER_PORT, RANK,
+  // WORLD_SIZE, LOCAL_RANK), Open MPI's mpirun, PMI or Slurm. See docs/ARCHITECTURE.md.
+  static absl::StatusOr<std::unique_ptr<Communicator>> CreateFromEnvironment(
+      const CommOptions& options = {});
+
+  // NCCL-style: rank 0 calls CreateUniqueId() and hands the string to every rank, which then
+  // calls Create(id, rank, size). Creating the id starts the rendezvous server in rank 0's
+  // process; it lives until rank 0's communicator is destroyed. `host` is the address other
+  // ranks use to reach this process (default: this host's name).
+  static absl::StatusOr<std::string> CreateUniqueId(const std::string& host = "");
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(const std::string& unique_id,
+                                                              int rank, int size,
+                                                              const CommOptions& options = {});
+
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+
+  // recv[i] = op over ranks of send[i], on every rank. count elements each.
+  Work AllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+  // send holds size() blocks of recv_count elements; rank r receives the reduction of block r.
+  Work ReduceScatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op);
+  // recv receives size() blocks of send_count elements: block r is rank r's send.
+  Work AllGather(const void* send, void* recv, size_t send_count, DataType type);
+  // recv = root's send on every rank (send is read on the root only).
+  Work Broadcast(const void* send, void* recv, size_t count, DataType type, int root);
+  // Root's recv = op over ranks of send (recv is written on the root only).
+  Work Reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root);
+  // send holds size() blocks of count elements; block j goes to rank j, whose recv block r
+  // receives it from rank r.
+  Work AllToAll(const void* send, void* recv, size_t count, DataType type);
+  Work Barrier();
+
+  // Point-to-point. Inside GroupStart()/GroupEnd() the transfers of the group progress together,
+  // so any pattern of sends and receives among the group completes (as in ncclGroupStart).
+  Work Send(const void* data, size_t count, DataType type, int peer, int tag = 0);
+  Work Recv(void* data, size_t count, DataType type, int peer, int tag = 0);
+  void GroupStart();
+  // Issues the grouped transfers as one operation; every Work returned inside the group
+  // finishes with it.
+  Work GroupEnd();
+
+  // Collective over this communicator: ranks passing the same color form a new communicator,
+  // ordered by (key, rank). A negative color returns nullptr (the rank joins none). The child
+  // shares the parent's rendezvous store and configuration.
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key);
+
+  // Ends every pending operation with Cancelled, promptly and from any thread; the communicator
+  // is unusable afterwards (destroy it; new communicators can still be created).
+  void Abort();
+
+  // The algorithm the communicator would use for a collective of this size (for benchmarks and
+  // WEFT_DEBUG output): e.g. "ring", "shm_direct".
+  std::string AlgorithmFor(const std::string& collective, size_t bytes) const;
+
+ private:
+  friend class CommunicatorFactory;
+  explicit Communicator(std::shared_ptr<internal::CommState> state);
+  std::shared_ptr<internal::CommState> state_;
+};
+
+}  // namespace weft

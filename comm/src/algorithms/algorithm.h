@@ -1,0 +1,77 @@
+// Algorithm: one way of carrying out one collective, as a small class.
+//
+// The constructor plans (segment offsets, partners, chunking) from the arguments; Run() moves the
+// data through Peers and returns when this rank's part is complete. An algorithm never divides
+// for kAvg: the collective does that once at the end, whatever algorithm ran.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "op_kind.h"
+#include "peers.h"
+#include "weft/kernels/dtype.h"
+
+namespace weft {
+
+struct CollectiveArgs {
+  OpKind kind = OpKind::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // as passed by the caller: per rank block for reduce_scatter, all_gather,
+                     // all_to_all; whole buffer otherwise
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+
+  size_t element_bytes() const { return SizeOf(dtype); }
+};
+
+class Algorithm {
+ public:
+  virtual ~Algorithm() = default;
+  virtual absl::Status Run() = 0;
+};
+
+// The numbering travels in envelopes: append only.
+enum class AlgorithmId : uint32_t {
+  kRing = 1,
+  kRabenseifner = 2,
+  kShmDirect = 3,
+  kTree = 4,           // binomial tree (broadcast, reduce)
+  kPairwise = 5,       // all-to-all
+  kDissemination = 6,  // barrier over links
+};
+
+const char* Name(AlgorithmId id);
+std::optional<AlgorithmId> ParseAlgorithm(absl::string_view name);
+
+// Whether `id` implements `kind`; and whether it can run on this communicator (shm_direct needs
+// every rank on one host).
+bool Implements(AlgorithmId id, OpKind kind);
+bool Usable(AlgorithmId id, const Peers& peers);
+
+std::unique_ptr<Algorithm> MakeAlgorithm(AlgorithmId id, Peers& peers, const CollectiveArgs& args);
+
+// Splits `count` elements into `parts` nearly equal contiguous parts: the first count % parts
+// parts get one element more. Every algorithm that scatters data across ranks uses this layout.
+struct Partition {
+  Partition(size_t count, int parts) : count_(count), parts_(parts) {}
+  size_t offset(int part) const {
+    const size_t base = count_ / parts_, extra = count_ % parts_;
+    return base * part + std::min<size_t>(part, extra);
+  }
+  size_t size(int part) const {
+    return count_ / parts_ + (static_cast<size_t>(part) < count_ % parts_ ? 1 : 0);
+  }
+
+ private:
+  size_t count_;
+  int parts_;
+};
+
+}  // namespace weft

@@ -1,0 +1,92 @@
+// The table of algorithms: names, which collectives each implements, and construction.
+#include <array>
+#include <utility>
+
+#include "algorithms/algorithm.h"
+#include "algorithms/dissemination.h"
+#include "algorithms/pairwise.h"
+#include "algorithms/rabenseifner.h"
+#include "algorithms/ring.h"
+#include "algorithms/shm_direct.h"
+#include "algorithms/tree.h"
+
+namespace weft {
+namespace {
+
+constexpr std::array<std::pair<AlgorithmId, const char*>, 6> kNames = {{
+    {AlgorithmId::kRing, "ring"},
+    {AlgorithmId::kRabenseifner, "rabenseifner"},
+    {AlgorithmId::kShmDirect, "shm_direct"},
+    {AlgorithmId::kTree, "tree"},
+    {AlgorithmId::kPairwise, "pairwise"},
+    {AlgorithmId::kDissemination, "dissemination"},
+}};
+
+}  // namespace
+
+const char* Name(AlgorithmId id) {
+  for (const auto& [known, name] : kNames) {
+    if (known == id) return name;
+  }
+  return "unknown";
+}
+
+std::optional<AlgorithmId> ParseAlgorithm(absl::string_view name) {
+  for (const auto& [id, known] : kNames) {
+    if (name == known) return id;
+  }
+  if (name == "halving_doubling" || name == "rhd") return AlgorithmId::kRabenseifner;
+  if (name == "direct") return AlgorithmId::kShmDirect;
+  if (name == "binomial") return AlgorithmId::kTree;
+  return std::nullopt;
+}
+
+bool Implements(AlgorithmId id, OpKind kind) {
+  switch (id) {
+    case AlgorithmId::kRing:
+      return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter ||
+             kind == OpKind::kAllGather;
+    case AlgorithmId::kRabenseifner:
+      return kind == OpKind::kAllReduce;
+    case AlgorithmId::kShmDirect:
+      return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter ||
+             kind == OpKind::kAllGather || kind == OpKind::kBroadcast || kind == OpKind::kReduce ||
+             kind == OpKind::kBarrier;
+    case AlgorithmId::kTree:
+      return kind == OpKind::kBroadcast || kind == OpKind::kReduce;
+    case AlgorithmId::kPairwise:
+      return kind == OpKind::kAllToAll;
+    case AlgorithmId::kDissemination:
+      return kind == OpKind::kBarrier;
+  }
+  return false;
+}
+
+bool Usable(AlgorithmId id, const Peers& peers) {
+  return id != AlgorithmId::kShmDirect || peers.arena() != nullptr;
+}
+
+std::unique_ptr<Algorithm> MakeAlgorithm(AlgorithmId id, Peers& peers, const CollectiveArgs& args) {
+  switch (id) {
+    case AlgorithmId::kShmDirect:
+      return std::make_unique<ShmDirect>(peers, args);
+    case AlgorithmId::kRabenseifner:
+      return std::make_unique<RabenseifnerAllReduce>(peers, args);
+    case AlgorithmId::kPairwise:
+      return std::make_unique<PairwiseAllToAll>(peers, args);
+    case AlgorithmId::kDissemination:
+      return std::make_unique<DisseminationBarrier>(peers);
+    case AlgorithmId::kTree:
+      if (args.kind == OpKind::kBroadcast) return std::make_unique<TreeBroadcast>(peers, args);
+      return std::make_unique<TreeReduce>(peers, args);
+    case AlgorithmId::kRing:
+      if (args.kind == OpKind::kAllReduce) return std::make_unique<RingAllReduce>(peers, args);
+      if (args.kind == OpKind::kReduceScatter) {
+        return std::make_unique<RingReduceScatter>(peers, args);
+      }
+      return std::make_unique<RingAllGather>(peers, args);
+  }
+  return nullptr;
+}
+
+}  // namespace weft

@@ -1,0 +1,285 @@
+#include "algorithms/shm_direct.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "weft/kernels/reduce.h"
+
+namespace weft {
+namespace {
+
+// One half of a rank's area: a round's chunk. Big enough to amortise the two synchronisations
+// per round, small enough that p halves stay in this machine's caches between copy-in and use.
+constexpr size_t kHalfBytes = 512 << 10;
+// All-reduces up to this many bytes per rank take the single-phase path.
+constexpr size_t kOneShotBytes = 16 << 10;
+
+// Arena counters, one set per rank.
+constexpr int kCopiedIn = 0;  // my chunk of round R is in my half
+constexpr int kReduced = 1;   // my slice of round R is reduced, in my half
+constexpr int kDone = 2;      // I no longer read anyone's half of round R
+// Counters [kFingerprint + 4 * (round % 2), +4) hold the envelope of the operation that
+// started in that round; two sets, because a fast rank may start the next operation while a slow
+// one still reads this one's.
+constexpr int kFingerprint = 3;
+constexpr int kFingerprintWords = sizeof(Envelope) / sizeof(uint64_t);
+static_assert(kFingerprint + 2 * kFingerprintWords <= ShmArena::kCountersPerRank);
+
+}  // namespace
+
+size_t ShmDirect::AreaBytes() { return 2 * kHalfBytes; }
+
+ShmDirect::ShmDirect(Peers& peers, const CollectiveArgs& args)
+    : peers_(peers), arena_(*peers.arena()), args_(args), sources_(arena_.local_size()) {}
+
+std::byte* ShmDirect::Half(int local_rank, uint64_t round) const {
+  return arena_.area(local_rank) + (round % 2) * kHalfBytes;
+}
+
+absl::Status ShmDirect::WaitAll(int counter, uint64_t round) {
+  for (int j = 0; j < arena_.local_size(); ++j) {
+    if (j == arena_.local_rank()) continue;
+    if (absl::Status s = arena_.WaitAtLeast(j, counter, round, peers_.deadline()); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::byte*> ShmDirect::BeginRound(uint64_t round) {
+  if (round > 2) {
+    if (absl::Status s = WaitAll(kDone, round - 2); !s.ok()) return s;
+  }
+  if (first_round_ == 0) {
+    first_round_ = round;
+    PublishFingerprint(round);
+  }
+  return Half(arena_.local_rank(), round);
+}
+
+void ShmDirect::PublishFingerprint(uint64_t round) {
+  uint64_t words[kFingerprintWords];
+  std::memcpy(words, &peers_.envelope(), sizeof(words));
+  const int base = kFingerprint + kFingerprintWords * static_cast<int>(round % 2);
+  for (int i = 0; i < kFingerprintWords; ++i) arena_.Publish(base + i, words[i]);
+}
+
+absl::Status ShmDirect::CheckFingerprint(int local_rank, uint64_t round) const {
+  if (round != first_round_ || local_rank == arena_.local_rank()) return absl::OkStatus();
+  uint64_t words[kFingerprintWords];
+  const int base = kFingerprint + kFingerprintWords * static_cast<int>(round % 2);
+  for (int i = 0; i < kFingerprintWords; ++i) words[i] = arena_.Read(local_rank, base + i);
+  Envelope theirs;
+  std::memcpy(&theirs, words, sizeof(theirs));
+  const Envelope& mine = peers_.envelope();
+  if (theirs == mine) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("mismatched collective: rank ", local_rank, " called ", DescribeEnvelope(theirs),
+                   " while this rank called ", DescribeEnvelope(mine)));
+}
+
+absl::Status ShmDirect::CheckAllFingerprints(uint64_t round) const {
+  for (int j = 0; j < arena_.local_size(); ++j) {
+    if (absl::Status s = CheckFingerprint(j, round); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmDirect::Finish(uint64_t round) {
+  arena_.Publish(kDone, round);
+  return absl::OkStatus();
+}
+
+absl::Status ShmDirect::Run() {
+  switch (args_.kind) {
+    case OpKind::kAllReduce:
+      return AllReduce();
+    case OpKind::kReduceScatter:
+      return ReduceScatter();
+    case OpKind::kAllGather:
+      return AllGather();
+    case OpKind::kBroadcast:
+      return Broadcast();
+    case OpKind::kReduce:
+      return Reduce();
+    case OpKind::kBarrier:
+      return Barrier();
+    default:
+      return absl::InternalError("shm_direct does not implement this collective");
+  }
+}
+
+absl::Status ShmDirect::AllReduce() {
+  const int p = arena_.local_size(), me = arena_.local_rank();
+  const size_t es = args_.element_bytes();
+  const auto* send = static_cast<const std::byte*>(args_.send);
+  auto* recv = static_cast<std::byte*>(args_.recv);
+  const size_t chunk = kHalfBytes / es;
+  for (size_t offset = 0; offset < args_.count; offset += chunk) {
+    const size_t n = std::min(chunk, args_.count - offset);
+    const uint64_t round = peers_.NextArenaRound();
+    absl::StatusOr<std::byte*> mine = BeginRound(round);
+    if (!mine.ok()) return mine.status();
+    std::memcpy(*mine, send + offset * es, n * es);
+    arena_.Publish(kCopiedIn, round);
+    if (absl::Status s = WaitAll(kCopiedIn, round); !s.ok()) return s;
+    if (absl::Status s = CheckAllFingerprints(round); !s.ok()) return s;
+
+    if (n * es <= kOneShotBytes) {
+      for (int j = 0; j < p; ++j) sources_[j] = Half(j, round);
+      ReduceMany(args_.dtype, args_.op, recv + offset * es, sources_.data(), p, n);
+      if (absl::Status s = Finish(round); !s.ok()) return s;
+      continue;
+    }
+    const Partition slices(n, p);
+    const size_t at = slices.offset(me) * es;
+    for (int j = 0; j < p; ++j) sources_[j] = Half(j, round) + at;
+    ReduceMany(args_.dtype, args_.op, *mine + at, sources_.data(), p, slices.size(me));
+    arena_.Publish(kReduced, round);
+    for (int j = 0; j < p; ++j) {
+      if (j != me) {
+        if (absl::Status s = arena_.WaitAtLeast(j, kReduced, round, peers_.deadline()); !s.ok()) {
+          return s;
+        }
+      }
+      const size_t slice_at = slices.offset(j) * es;
+      std::memcpy(recv + offset * es + slice_at, Half(j, round) + slice_at, slices.size(j) * es);
+    }
+    if (absl::Status s = Finish(round); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmDirect::ReduceScatter() {
+  const int p = arena_.local_size(), me = arena_.local_rank();
+  const size_t es = args_.element_bytes();
+  const auto* send = static_cast<const std::byte*>(args_.send);
+  auto* recv = static_cast<std::byte*>(args_.recv);
+  const size_t block = args_.count;  // elements per rank
+  const size_t chunk = std::max<size_t>(1, kHalfBytes / es / p);
+  for (size_t offset = 0; offset < block; offset += chunk) {
+    const size_t n = std::min(chunk, block - offset);
+    const uint64_t round = peers_.NextArenaRound();
+    absl::StatusOr<std::byte*> mine = BeginRound(round);
+    if (!mine.ok()) return mine.status();
+    // Slot j of my half holds my contribution to rank j's block.
+    for (int j = 0; j < p; ++j) {
+      std::memcpy(*mine + j * chunk * es, send + (j * block + offset) * es, n * es);
+    }
+    arena_.Publish(kCopiedIn, round);
+    if (absl::Status s = WaitAll(kCopiedIn, round); !s.ok()) return s;
+    if (absl::Status s = CheckAllFingerprints(round); !s.ok()) return s;
+    for (int j = 0; j < p; ++j) sources_[j] = Half(j, round) + me * chunk * es;
+    ReduceMany(args_.dtype, args_.op, recv + offset * es, sources_.data(), p, n);
+    if (absl::Status s = Finish(round); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmDirect::AllGather() {
+  const int p = arena_.local_size(), me = arena_.local_rank();
+  const size_t es = args_.element_bytes();
+  const auto* send = static_cast<const std::byte*>(args_.send);
+  auto* recv = static_cast<std::byte*>(args_.recv);
+  const size_t block = args_.count;
+  const size_t chunk = kHalfBytes / es;
+  const bool in_place = send == recv + me * block * es;
+  if (!in_place) std::memcpy(recv + me * block * es, send, block * es);
+  for (size_t offset = 0; offset < block; offset += chunk) {
+    const size_t n = std::min(chunk, block - offset);
+    const uint64_t round = peers_.NextArenaRound();
+    absl::StatusOr<std::byte*> mine = BeginRound(round);
+    if (!mine.ok()) return mine.status();
+    std::memcpy(*mine, send + offset * es, n * es);
+    arena_.Publish(kCopiedIn, round);
+    for (int j = 0; j < p; ++j) {
+      if (j == me) continue;
+      if (absl::Status s = arena_.WaitAtLeast(j, kCopiedIn, round, peers_.deadline()); !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = CheckFingerprint(j, round); !s.ok()) return s;
+      std::memcpy(recv + (j * block + offset) * es, Half(j, round), n * es);
+    }
+    if (absl::Status s = Finish(round); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmDirect::Broadcast() {
+  const bool is_root = peers_.rank() == args_.root;
+  // In the arena, local rank == rank: shm_direct runs only when every rank shares this host.
+  const int root = args_.root;
+  const size_t es = args_.element_bytes();
+  const auto* send = static_cast<const std::byte*>(args_.send);
+  auto* recv = static_cast<std::byte*>(args_.recv);
+  const size_t chunk = kHalfBytes / es;
+  if (is_root && send != recv) std::memcpy(recv, send, args_.count * es);
+  for (size_t offset = 0; offset < args_.count; offset += chunk) {
+    const size_t n = std::min(chunk, args_.count - offset);
+    const uint64_t round = peers_.NextArenaRound();
+    absl::StatusOr<std::byte*> mine = BeginRound(round);
+    if (!mine.ok()) return mine.status();
+    if (is_root) {
+      std::memcpy(*mine, recv + offset * es, n * es);
+      arena_.Publish(kCopiedIn, round);
+    } else {
+      if (absl::Status s = arena_.WaitAtLeast(root, kCopiedIn, round, peers_.deadline()); !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = CheckFingerprint(root, round); !s.ok()) return s;
+      std::memcpy(recv + offset * es, Half(root, round), n * es);
+    }
+    if (absl::Status s = Finish(round); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmDirect::Reduce() {
+  const int p = arena_.local_size(), me = arena_.local_rank();
+  const bool is_root = peers_.rank() == args_.root;
+  const size_t es = args_.element_bytes();
+  const auto* send = static_cast<const std::byte*>(args_.send);
+  auto* recv = static_cast<std::byte*>(args_.recv);
+  const size_t chunk = kHalfBytes / es;
+  for (size_t offset = 0; offset < args_.count; offset += chunk) {
+    const size_t n = std::min(chunk, args_.count - offset);
+    const uint64_t round = peers_.NextArenaRound();
+    absl::StatusOr<std::byte*> mine = BeginRound(round);
+    if (!mine.ok()) return mine.status();
+    std::memcpy(*mine, send + offset * es, n * es);
+    arena_.Publish(kCopiedIn, round);
+    if (absl::Status s = WaitAll(kCopiedIn, round); !s.ok()) return s;
+    if (absl::Status s = CheckAllFingerprints(round); !s.ok()) return s;
+    // Every rank reduces one slice, the root collects them.
+    const Partition slices(n, p);
+    const size_t at = slices.offset(me) * es;
+    for (int j = 0; j < p; ++j) sources_[j] = Half(j, round) + at;
+    ReduceMany(args_.dtype, args_.op, *mine + at, sources_.data(), p, slices.size(me));
+    arena_.Publish(kReduced, round);
+    if (is_root) {
+      for (int j = 0; j < p; ++j) {
+        if (j != me) {
+          if (absl::Status s = arena_.WaitAtLeast(j, kReduced, round, peers_.deadline()); !s.ok()) {
+            return s;
+          }
+        }
+        const size_t slice_at = slices.offset(j) * es;
+        std::memcpy(recv + offset * es + slice_at, Half(j, round) + slice_at, slices.size(j) * es);
+      }
+    }
+    if (absl::Status s = Finish(round); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmDirect::Barrier() {
+  const uint64_t round = peers_.NextArenaRound();
+  if (absl::StatusOr<std::byte*> mine = BeginRound(round); !mine.ok()) return mine.status();
+  arena_.Publish(kCopiedIn, round);
+  if (absl::Status s = WaitAll(kCopiedIn, round); !s.ok()) return s;
+  if (absl::Status s = CheckAllFingerprints(round); !s.ok()) return s;
+  return Finish(round);
+}
+
+}  // namespace weft

@@ -1,0 +1,107 @@
+#include "collective_op.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "weft/kernels/reduce.h"
+
+namespace weft {
+namespace {
+
+Envelope MakeEnvelope(const CollectiveArgs& args, AlgorithmId algorithm, uint64_t seq) {
+  Envelope e;
+  e.seq = seq;
+  e.count = args.count;
+  e.kind = static_cast<uint16_t>(args.kind);
+  e.dtype = static_cast<uint8_t>(args.dtype);
+  e.op = static_cast<uint8_t>(args.op);
+  e.root_or_tag = args.root;
+  e.algorithm = static_cast<uint32_t>(algorithm);
+  return e;
+}
+
+std::vector<Transfer> Post(Peers& peers, const std::vector<P2pTransfer>& transfers) {
+  std::vector<Transfer> posted;
+  posted.reserve(transfers.size());
+  for (const P2pTransfer& t : transfers) {
+    posted.push_back(t.is_send ? peers.SendAs(t.peer, t.envelope, t.data, t.bytes)
+                               : peers.RecvAs(t.peer, t.envelope, RecvSink::Copy(t.data), t.bytes));
+  }
+  return posted;
+}
+
+}  // namespace
+
+CollectiveOp::CollectiveOp(Peers& peers, const CollectiveArgs& args, AlgorithmId algorithm,
+                           uint64_t seq)
+    : peers_(peers),
+      args_(args),
+      algorithm_(algorithm),
+      envelope_(MakeEnvelope(args, algorithm, seq)) {}
+
+absl::Status CollectiveOp::Run(const Deadline& deadline) {
+  peers_.Begin(envelope_, deadline);
+  std::unique_ptr<Algorithm> algorithm = MakeAlgorithm(algorithm_, peers_, args_);
+  if (absl::Status s = algorithm->Run(); !s.ok()) return s;
+  if (args_.op == ReduceOp::kAvg) FinishAverage();
+  return absl::OkStatus();
+}
+
+void CollectiveOp::FinishAverage() {
+  switch (args_.kind) {
+    case OpKind::kAllReduce:
+    case OpKind::kReduceScatter:
+      DivideBy(args_.dtype, args_.recv, args_.count, peers_.size());
+      break;
+    case OpKind::kReduce:
+      if (peers_.rank() == args_.root)
+        DivideBy(args_.dtype, args_.recv, args_.count, peers_.size());
+      break;
+    default:
+      break;
+  }
+}
+
+std::string CollectiveOp::Describe() const {
+  std::string text = absl::StrFormat("%s #%d (%s, %d x %s", Name(args_.kind), envelope_.seq,
+                                     Name(algorithm_), args_.count, Name(args_.dtype));
+  if (args_.kind == OpKind::kAllReduce || args_.kind == OpKind::kReduceScatter ||
+      args_.kind == OpKind::kReduce) {
+    absl::StrAppend(&text, " ", Name(args_.op));
+  }
+  if (args_.kind == OpKind::kBroadcast || args_.kind == OpKind::kReduce) {
+    absl::StrAppend(&text, ", root ", args_.root);
+  }
+  return text + ")";
+}
+
+absl::Status P2pOp::Run(const Deadline& deadline) {
+  peers_.Begin(Envelope{}, deadline);
+  return peers_.Wait(Post(peers_, transfers_));
+}
+
+std::string P2pOp::Describe() const {
+  if (transfers_.size() != 1) return absl::StrCat("group of ", transfers_.size(), " transfers");
+  const P2pTransfer& t = transfers_.front();
+  return absl::StrFormat("%s #%d %s rank %d (tag %d, %d bytes)", t.is_send ? "send" : "recv",
+                         t.envelope.seq, t.is_send ? "to" : "from", t.peer, t.envelope.root_or_tag,
+                         t.bytes);
+}
+
+absl::Status GroupOp::Run(const Deadline& deadline) {
+  peers_.Begin(Envelope{}, deadline);
+  std::vector<Transfer> posted = Post(peers_, transfers_);
+  for (std::unique_ptr<Op>& op : collectives_) {
+    if (absl::Status s = op->Run(deadline); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(op->Describe(), ": ", s.message()));
+    }
+  }
+  peers_.Begin(Envelope{}, deadline);
+  return peers_.Wait(posted);
+}
+
+std::string GroupOp::Describe() const {
+  return absl::StrCat("group of ", transfers_.size(), " transfers and ", collectives_.size(),
+                      " collectives");
+}
+
+}  // namespace weft

@@ -1,0 +1,158 @@
+#include "comm_state.h"
+
+#include <sched.h>
+
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "algorithms/shm_direct.h"
+#include "backoff.h"
+#include "log.h"
+#include "weft/topology/host.h"
+
+namespace weft::internal {
+namespace {
+
+constexpr absl::Duration kDefaultTimeout = absl::Seconds(300);
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return (value != nullptr && *value != '\0') ? std::string(value) : fallback;
+}
+
+}  // namespace
+
+absl::StatusOr<CommConfig> ResolveConfig(const CommOptions& options) {
+  CommConfig config;
+  config.timeout = options.timeout;
+  if (config.timeout <= absl::ZeroDuration()) {
+    config.timeout = kDefaultTimeout;
+    const std::string text = EnvOr("WEFT_TIMEOUT", "");
+    if (!text.empty()) {
+      double seconds = 0;
+      if (!absl::SimpleAtod(text, &seconds) || seconds <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("WEFT_TIMEOUT='", text, "' is not a positive number of seconds"));
+      }
+      config.timeout = absl::Seconds(seconds);
+    }
+  }
+  config.algorithm_spec = options.algorithm.empty() ? EnvOr("WEFT_ALGO", "") : options.algorithm;
+  config.transport =
+      options.transport.empty() ? EnvOr("WEFT_TRANSPORT", "auto") : options.transport;
+  if (config.transport != "auto" && config.transport != "tcp" && config.transport != "shm") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("WEFT_TRANSPORT='", config.transport, "' is not one of auto, tcp, shm"));
+  }
+  return config;
+}
+
+CommState::CommState(Rendezvous rendezvous, int rank, int size, CommConfig config,
+                     AlgorithmSelector selector)
+    : rendezvous_(std::move(rendezvous)),
+      rank_(rank),
+      size_(size),
+      config_(std::move(config)),
+      selector_(std::move(selector)) {}
+
+CommState::~CommState() {
+  // The engine runs operations on peers_: stop it before the links go away.
+  if (engine_ != nullptr) engine_->Shutdown();
+  engine_.reset();
+  peers_.reset();
+}
+
+absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvous, int rank,
+                                                             int size, CommConfig config) {
+  absl::StatusOr<AlgorithmSelector> selector = AlgorithmSelector::Create(config.algorithm_spec);
+  if (!selector.ok()) return selector.status();
+  const Deadline deadline = Deadline::In(config.timeout);
+  const std::string me = absl::StrCat("rank ", rank, " of ", size);
+  auto fail = [&](const absl::Status& s, absl::string_view during) {
+    return absl::Status(s.code(),
+                        absl::StrCat(me, ": creating communicator: ", during, ": ", s.message()));
+  };
+
+  Store& store = *rendezvous.store;
+  absl::StatusOr<std::vector<std::string>> hosts =
+      StoreAllGather(store, "host", rank, size, HostIdentity(), deadline);
+  if (!hosts.ok()) return fail(hosts.status(), "exchanging host identities");
+
+  std::vector<int> local_ranks, shm_peers, tcp_peers;
+  for (int r = 0; r < size; ++r) {
+    const bool local = (*hosts)[r] == (*hosts)[rank];
+    if (local) local_ranks.push_back(r);
+    if (r == rank) continue;
+    if (local && config.transport != "tcp") {
+      shm_peers.push_back(r);
+    } else if (config.transport == "shm") {
+      return fail(absl::InvalidArgumentError(absl::StrCat("WEFT_TRANSPORT=shm but rank ", r,
+                                                          " is on host ", (*hosts)[r],
+                                                          " and this rank on ", (*hosts)[rank])),
+                  "choosing transports");
+    } else {
+      tcp_peers.push_back(r);
+    }
+  }
+
+  const std::string unique_name = absl::StrCat(rendezvous.job_name, "-", rendezvous.prefix);
+  std::vector<std::unique_ptr<Link>> links(size);
+  struct Plan {
+    std::unique_ptr<Transport> transport;
+    const std::vector<int>* peers;
+  };
+  Plan plans[] = {{MakeShmTransport(), &shm_peers}, {MakeTcpTransport(), &tcp_peers}};
+  for (Plan& plan : plans) {
+    PrefixStore transport_store(rendezvous.store, std::string(plan.transport->name()));
+    ConnectContext context;
+    context.store = &transport_store;
+    context.rank = rank;
+    context.size = size;
+    context.host_ids = *hosts;
+    context.token = rendezvous.token;
+    context.unique_name = unique_name;
+    context.deadline = deadline;
+    absl::StatusOr<std::vector<std::unique_ptr<Link>>> connected =
+        plan.transport->Connect(context, *plan.peers);
+    if (!connected.ok()) {
+      return fail(connected.status(), absl::StrCat("connecting ", plan.transport->name()));
+    }
+    for (size_t i = 0; i < plan.peers->size(); ++i) {
+      links[(*plan.peers)[i]] = std::move((*connected)[i]);
+    }
+  }
+
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) {
+    Backoff::SetOversubscribed(static_cast<int>(local_ranks.size()) > CPU_COUNT(&cpus));
+  }
+
+  std::unique_ptr<ShmArena> arena;
+  if (config.transport != "tcp" && size > 1 && static_cast<int>(local_ranks.size()) == size) {
+    PrefixStore arena_store(rendezvous.store, "arena");
+    absl::StatusOr<std::unique_ptr<ShmArena>> created = ShmArena::Create(
+        arena_store, unique_name, rank, local_ranks, ShmDirect::AreaBytes(), deadline);
+    if (!created.ok()) return fail(created.status(), "mapping the shared-memory arena");
+    arena = *std::move(created);
+  }
+  if (DebugEnabled(DebugLevel::kInfo)) {
+    DebugLog(
+        DebugLevel::kInfo,
+        absl::StrCat(me, ": communicator ", unique_name, " up: ", shm_peers.size(), " shm peers, ",
+                     tcp_peers.size(), " tcp peers, arena ", arena != nullptr ? "yes" : "no"));
+  }
+
+  std::shared_ptr<CommState> state(
+      new CommState(std::move(rendezvous), rank, size, std::move(config), *std::move(selector)));
+  state->peers_ = std::make_unique<Peers>(rank, size, std::move(links), std::move(arena));
+  state->engine_ = Engine::Start(absl::StrCat("rank ", rank), state->config_.timeout);
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->sent_to.assign(size, 0);
+    state->received_from.assign(size, 0);
+  }
+  return state;
+}
+
+}  // namespace weft::internal

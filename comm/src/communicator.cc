@@ -1,0 +1,424 @@
+// The public Communicator: argument checking, sequence numbering and creation; the work itself
+// happens in CommState, the engine and the algorithms.
+#include "weft/comm/communicator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <limits>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bootstrap/environment.h"
+#include "bootstrap/unique_id.h"
+#include "collective_op.h"
+#include "comm_state.h"
+#include "log.h"
+#include "weft/topology/host.h"
+
+namespace weft {
+namespace {
+
+using internal::CommState;
+
+// Root communicators of this process, numbered in creation order: every rank creates its root
+// communicators in the same order, so the numbers give them matching store prefixes.
+std::atomic<int> root_communicators{0};
+
+// Stores started by CreateUniqueId, waiting for this process's rank 0 to adopt them.
+std::mutex hosted_mu;
+std::map<std::string, std::unique_ptr<TcpStoreServer>>& HostedStores() {
+  static auto* stores = new std::map<std::string, std::unique_ptr<TcpStoreServer>>();
+  return *stores;
+}
+
+}  // namespace
+
+// Friend-free construction of the handle: the constructor is private to keep CommState internal.
+class CommunicatorFactory {
+ public:
+  static std::unique_ptr<Communicator> Wrap(std::shared_ptr<CommState> state) {
+    return std::unique_ptr<Communicator>(new Communicator(std::move(state)));
+  }
+};
+
+Communicator::Communicator(std::shared_ptr<internal::CommState> state) : state_(std::move(state)) {}
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const { return state_->rank(); }
+int Communicator::size() const { return state_->size(); }
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<Communicator>> Build(internal::Rendezvous rendezvous, int rank,
+                                                    int size, const CommOptions& options);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::CreateFromEnvironment(
+    const CommOptions& options) {
+  absl::StatusOr<internal::CommConfig> config = internal::ResolveConfig(options);
+  if (!config.ok()) return config.status();
+  absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment();
+  if (!env.ok()) return env.status();
+  if (env->store_port <= 0 || env->store_host.empty() || env->token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", env->rank, ": ", env->source,
+        " started this process but named no rendezvous "
+        "store: set WEFT_ADDR and WEFT_PORT (or MASTER_ADDR and MASTER_PORT) and WEFT_TOKEN, "
+        "the same on every rank"));
+  }
+  internal::Rendezvous rendezvous;
+  rendezvous.token = env->token;
+  // weftrun hosts the store itself; other launchers leave it to rank 0.
+  if (env->source != "weftrun" && env->rank == 0) {
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
+        TcpStoreServer::Start("", env->store_port, env->token);
+    if (!server.ok()) {
+      return absl::Status(
+          server.status().code(),
+          absl::StrCat("rank 0: starting the rendezvous store on port ", env->store_port, " (from ",
+                       env->source, "'s variables): ", server.status().message()));
+    }
+    rendezvous.server = *std::move(server);
+  }
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Connect(
+      env->store_host, env->store_port, env->token, Deadline::In(config->timeout));
+  if (!client.ok()) {
+    return absl::Status(
+        client.status().code(),
+        absl::StrCat("rank ", env->rank, ": reaching the rendezvous store at ", env->store_host,
+                     ":", env->store_port, ": ", client.status().message()));
+  }
+  rendezvous.root = *std::move(client);
+  rendezvous.job_name = absl::StrCat("weft-", env->token.substr(0, 12));
+  return Build(std::move(rendezvous), env->rank, env->size, options);
+}
+
+absl::StatusOr<std::string> Communicator::CreateUniqueId(const std::string& host) {
+  const std::string token = NewToken();
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start("", 0, token);
+  if (!server.ok()) return server.status();
+  ParsedUniqueId parsed;
+  parsed.host = host.empty() ? HostName() : host;
+  parsed.port = (*server)->port();
+  parsed.token = token;
+  std::string id = FormatUniqueId(parsed);
+  std::lock_guard<std::mutex> lock(hosted_mu);
+  HostedStores()[id] = *std::move(server);
+  return id;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const std::string& unique_id,
+                                                                   int rank, int size,
+                                                                   const CommOptions& options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Communicator::Create: rank ", rank, " is not in [0, ", size, ")"));
+  }
+  absl::StatusOr<internal::CommConfig> config = internal::ResolveConfig(options);
+  if (!config.ok()) return config.status();
+  absl::StatusOr<ParsedUniqueId> parsed = ParseUniqueId(unique_id);
+  if (!parsed.ok()) return parsed.status();
+  internal::Rendezvous rendezvous;
+  rendezvous.token = parsed->token;
+  {
+    std::lock_guard<std::mutex> lock(hosted_mu);
+    auto it = HostedStores().find(unique_id);
+    if (it != HostedStores().end()) {
+      rendezvous.server = std::move(it->second);
+      HostedStores().erase(it);
+    }
+  }
+  // The id's host names the creator's machine; in the creating process loopback always works.
+  const std::string host = rendezvous.server != nullptr ? "127.0.0.1" : parsed->host;
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect(host, parsed->port, parsed->token, Deadline::In(config->timeout));
+  if (!client.ok()) return client.status();
+  rendezvous.root = *std::move(client);
+  rendezvous.job_name = absl::StrCat("weft-", parsed->token.substr(0, 12));
+  return Build(std::move(rendezvous), rank, size, options);
+}
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<Communicator>> Build(internal::Rendezvous rendezvous, int rank,
+                                                    int size, const CommOptions& options) {
+  absl::StatusOr<internal::CommConfig> config = internal::ResolveConfig(options);
+  if (!config.ok()) return config.status();
+  if (rendezvous.prefix.empty()) rendezvous.prefix = absl::StrCat("c", root_communicators++);
+  rendezvous.store = std::make_shared<PrefixStore>(rendezvous.root, rendezvous.prefix);
+  absl::StatusOr<std::shared_ptr<CommState>> state =
+      CommState::Create(std::move(rendezvous), rank, size, *std::move(config));
+  if (!state.ok()) return state.status();
+  return CommunicatorFactory::Wrap(*std::move(state));
+}
+
+// Argument checks shared by every call. Errors name the call and this rank.
+class Check {
+ public:
+  Check(const CommState& state, const char* call) : state_(state), call_(call) {}
+
+  Check& Type(DataType type) {
+    if (status_.ok() && !IsValid(type)) {
+      Fail(absl::StrCat("invalid data type ", static_cast<int>(type)));
+    }
+    return *this;
+  }
+  Check& Operator(ReduceOp op) {
+    if (status_.ok() && !IsValid(op))
+      Fail(absl::StrCat("invalid reduce op ", static_cast<int>(op)));
+    return *this;
+  }
+  // count elements of `type`, `blocks` times; also rejects null buffers for non-empty calls.
+  Check& Buffer(const void* buffer, const char* name, size_t count, DataType type,
+                size_t blocks = 1) {
+    if (!status_.ok() || !IsValid(type)) return *this;
+    const size_t es = SizeOf(type);
+    const size_t limit = static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max());
+    if (count > limit / es / blocks) {
+      Fail(absl::StrCat(name, ": count ", count, (blocks > 1 ? absl::StrCat(" x ", blocks) : ""),
+                        " elements of ", Name(type), " overflows the address space"));
+    } else if (buffer == nullptr && count > 0) {
+      Fail(absl::StrCat(name, " buffer is null (count ", count, ")"));
+    }
+    return *this;
+  }
+  Check& Rank(int rank, const char* what) {
+    if (status_.ok() && (rank < 0 || rank >= state_.size())) {
+      Fail(absl::StrCat(what, " ", rank, " is not a rank of this communicator (size ",
+                        state_.size(), ")"));
+    }
+    return *this;
+  }
+  Check& NotSelf(int peer) {
+    if (status_.ok() && peer == state_.rank()) Fail("peer is this rank itself");
+    return *this;
+  }
+
+  const absl::Status& status() const { return status_; }
+
+ private:
+  void Fail(absl::string_view message) {
+    status_ = absl::InvalidArgumentError(
+        absl::StrCat("rank ", state_.rank(), ": ", call_, ": ", message));
+  }
+
+  const CommState& state_;
+  const char* call_;
+  absl::Status status_;
+};
+
+// Issues a collective: numbers it, picks the algorithm and queues it (or parks it in the group).
+Work Issue(CommState& state, const CollectiveArgs& args, size_t bytes) {
+  std::lock_guard<std::mutex> lock(state.mu);
+  const uint64_t seq = state.next_collective++;
+  const AlgorithmId algorithm = state.selector().Choose(args.kind, bytes, state.peers());
+  if (DebugEnabled(DebugLevel::kTrace)) {
+    DebugLog(DebugLevel::kTrace, absl::StrFormat("rank %d: %s #%d, %d bytes -> %s", state.rank(),
+                                                 Name(args.kind), seq, bytes, Name(algorithm)));
+  }
+  auto op = std::make_unique<CollectiveOp>(state.peers(), args, algorithm, seq);
+  if (state.group_depth > 0) {
+    state.group_ops.push_back(std::move(op));
+    return Work(state.group_state);
+  }
+  return state.engine().Submit(std::move(op));
+}
+
+}  // namespace
+
+Work Communicator::AllReduce(const void* send, void* recv, size_t count, DataType type,
+                             ReduceOp op) {
+  Check check(*state_, "all_reduce");
+  check.Type(type).Operator(op).Buffer(send, "send", count, type).Buffer(recv, "recv", count, type);
+  if (!check.status().ok()) return Engine::Finished(check.status());
+  if (count == 0) return Engine::Finished(absl::OkStatus());
+  return Issue(*state_, {OpKind::kAllReduce, send, recv, count, type, op, -1},
+               count * SizeOf(type));
+}
+
+Work Communicator::ReduceScatter(const void* send, void* recv, size_t recv_count, DataType type,
+                                 ReduceOp op) {
+  Check check(*state_, "reduce_scatter");
+  check.Type(type)
+      .Operator(op)
+      .Buffer(send, "send", recv_count, type, size())
+      .Buffer(recv, "recv", recv_count, type);
+  if (!check.status().ok()) return Engine::Finished(check.status());
+  if (recv_count == 0) return Engine::Finished(absl::OkStatus());
+  return Issue(*state_, {OpKind::kReduceScatter, send, recv, recv_count, type, op, -1},
+               recv_count * SizeOf(type) * size());
+}
+
+Work Communicator::AllGather(const void* send, void* recv, size_t send_count, DataType type) {
+  Check check(*state_, "all_gather");
+  check.Type(type)
+      .Buffer(send, "send", send_count, type)
+      .Buffer(recv, "recv", send_count, type, size());
+  if (!check.status().ok()) return Engine::Finished(check.status());
+  if (send_count == 0) return Engine::Finished(absl::OkStatus());
+  return Issue(*state_, {OpKind::kAllGather, send, recv, send_count, type, ReduceOp::kSum, -1},
+               send_count * SizeOf(type) * size());
+}
+
+Work Communicator::Broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
+  Check check(*state_, "broadcast");
+  check.Type(type).Rank(root, "root").Buffer(recv, "recv", count, type);
+  if (rank() == root) check.Buffer(send, "send", count, type);
+  if (!check.status().ok()) return Engine::Finished(check.status());
+  if (count == 0) return Engine::Finished(absl::OkStatus());
+  return Issue(*state_, {OpKind::kBroadcast, send, recv, count, type, ReduceOp::kSum, root},
+               count * SizeOf(type));
+}
+
+Work Communicator::Reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                          int root) {
+  Check check(*state_, "reduce");
+  check.Type(type).Operator(op).Rank(root, "root").Buffer(send, "send", count, type);
+  if (rank() == root) check.Buffer(recv, "recv", count, type);
+  if (!check.status().ok()) return Engine::Finished(check.status());
+  if (count == 0) return Engine::Finished(absl::OkStatus());
+  return Issue(*state_, {OpKind::kReduce, send, recv, count, type, op, root}, count * SizeOf(type));
+}
+
+Work Communicator::AllToAll(const void* send, void* recv, size_t count, DataType type) {
+  Check check(*state_, "all_to_all");
+  check.Type(type)
+      .Buffer(send, "send", count, type, size())
+      .Buffer(recv, "recv", count, type, size());
+  if (!check.status().ok()) return Engine::Finished(check.status());
+  if (count == 0) return Engine::Finished(absl::OkStatus());
+  return Issue(*state_, {OpKind::kAllToAll, send, recv, count, type, ReduceOp::kSum, -1},
+               count * SizeOf(type) * size());
+}
+
+Work Communicator::Barrier() {
+  return Issue(*state_,
+               {OpKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8, ReduceOp::kSum, -1}, 0);
+}
+
+namespace {
+
+Work IssueTransfer(CommState& state, bool is_send, void* data, size_t count, DataType type,
+                   int peer, int tag) {
+  Check check(state, is_send ? "send" : "recv");
+  check.Type(type).Rank(peer, "peer").NotSelf(peer).Buffer(data, "data", count, type);
+  if (!check.status().ok()) return Engine::Finished(check.status());
+  std::lock_guard<std::mutex> lock(state.mu);
+  P2pTransfer transfer;
+  transfer.is_send = is_send;
+  transfer.peer = peer;
+  transfer.data = data;
+  transfer.bytes = count * SizeOf(type);
+  transfer.envelope.seq = is_send ? state.sent_to[peer]++ : state.received_from[peer]++;
+  transfer.envelope.kind = static_cast<uint16_t>(OpKind::kSend);
+  transfer.envelope.count = count;
+  transfer.envelope.dtype = static_cast<uint8_t>(type);
+  transfer.envelope.root_or_tag = tag;
+  if (state.group_depth > 0) {
+    // Transfers of a group run together in one GroupOp, ahead of its collectives.
+    state.group_ops.push_back(
+        std::make_unique<P2pOp>(state.peers(), std::vector<P2pTransfer>{transfer}));
+    return Work(state.group_state);
+  }
+  return state.engine().Submit(
+      std::make_unique<P2pOp>(state.peers(), std::vector<P2pTransfer>{transfer}));
+}
+
+}  // namespace
+
+Work Communicator::Send(const void* data, size_t count, DataType type, int peer, int tag) {
+  return IssueTransfer(*state_, true, const_cast<void*>(data), count, type, peer, tag);
+}
+
+Work Communicator::Recv(void* data, size_t count, DataType type, int peer, int tag) {
+  return IssueTransfer(*state_, false, data, count, type, peer, tag);
+}
+
+void Communicator::GroupStart() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->group_depth++ == 0) state_->group_state = Engine::NewState();
+}
+
+Work Communicator::GroupEnd() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->group_depth == 0) {
+    return Engine::Finished(absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank(), ": GroupEnd without GroupStart")));
+  }
+  if (--state_->group_depth > 0) return Work(state_->group_state);
+  std::vector<P2pTransfer> transfers;
+  std::vector<std::unique_ptr<Op>> collectives;
+  for (std::unique_ptr<Op>& op : state_->group_ops) {
+    if (auto* p2p = dynamic_cast<P2pOp*>(op.get())) {
+      std::vector<P2pTransfer> parts = p2p->TakeTransfers();
+      transfers.insert(transfers.end(), parts.begin(), parts.end());
+    } else {
+      collectives.push_back(std::move(op));
+    }
+  }
+  state_->group_ops.clear();
+  return state_->engine().Submit(
+      std::make_unique<GroupOp>(state_->peers(), std::move(transfers), std::move(collectives)),
+      std::move(state_->group_state));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int key) {
+  const internal::Rendezvous& parent = state_->rendezvous();
+  uint64_t split;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    split = state_->next_split++;
+  }
+  const Deadline deadline = Deadline::In(state_->config().timeout);
+  const std::string round = absl::StrCat("split", split);
+  absl::StatusOr<std::vector<std::string>> choices =
+      StoreAllGather(*parent.store, round, rank(), size(), absl::StrCat(color, " ", key), deadline);
+  if (!choices.ok()) {
+    return absl::Status(choices.status().code(), absl::StrCat("rank ", rank(), ": split #", split,
+                                                              ": ", choices.status().message()));
+  }
+  if (color < 0) return std::unique_ptr<Communicator>();
+  // Members: same color, ordered by (key, parent rank).
+  std::vector<std::pair<int, int>> members;
+  for (int r = 0; r < size(); ++r) {
+    int their_color = 0, their_key = 0;
+    if (std::sscanf((*choices)[r].c_str(), "%d %d", &their_color, &their_key) != 2) {
+      return absl::DataLossError(
+          absl::StrCat("rank ", rank(), ": split #", split, ": malformed entry from rank ", r));
+    }
+    if (their_color == color) members.emplace_back(their_key, r);
+  }
+  std::sort(members.begin(), members.end());
+  int new_rank = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].second == rank()) new_rank = static_cast<int>(i);
+  }
+  internal::Rendezvous child;
+  child.root = parent.root;
+  child.prefix = absl::StrCat(parent.prefix, "/", round, "c", color);
+  child.token = parent.token;
+  child.job_name = parent.job_name;
+  CommOptions options;
+  options.timeout = state_->config().timeout;
+  options.algorithm = state_->config().algorithm_spec;
+  options.transport = state_->config().transport;
+  return Build(std::move(child), new_rank, static_cast<int>(members.size()), options);
+}
+
+void Communicator::Abort() { state_->engine().Abort(); }
+
+std::string Communicator::AlgorithmFor(const std::string& collective, size_t bytes) const {
+  static constexpr OpKind kKinds[] = {
+      OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather, OpKind::kBroadcast,
+      OpKind::kReduce,    OpKind::kAllToAll,      OpKind::kBarrier};
+  for (OpKind kind : kKinds) {
+    if (collective == Name(kind))
+      return Name(state_->selector().Choose(kind, bytes, state_->peers()));
+  }
+  return "unknown collective";
+}
+
+}  // namespace weft

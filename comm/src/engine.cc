@@ -1,0 +1,207 @@
+#include "engine.h"
+
+#include "absl/strings/str_cat.h"
+#include "backoff.h"
+
+namespace weft {
+namespace {
+
+// How long the progress thread leaves a fresh operation to a caller that may wait on it.
+constexpr absl::Duration kCallerGrace = absl::Microseconds(50);
+// While operations keep coming, the progress thread looks at the queue this often...
+constexpr absl::Duration kActivePoll = absl::Microseconds(200);
+// ...and after this long without any, it sleeps until the next submission wakes it.
+constexpr absl::Duration kIdleAfter = absl::Milliseconds(20);
+
+}  // namespace
+
+bool Work::Test() const {
+  return state_ == nullptr || state_->done.load(std::memory_order_acquire);
+}
+
+absl::Status Work::status() const {
+  if (state_ == nullptr) return absl::FailedPreconditionError("empty Work handle");
+  if (!Test()) return absl::UnavailableError("operation still running");
+  return state_->status;
+}
+
+absl::Status Work::Wait(absl::Duration timeout) const {
+  if (state_ == nullptr) return absl::FailedPreconditionError("empty Work handle");
+  if (Test()) return state_->status;
+  if (std::shared_ptr<Engine> engine = state_->engine.lock()) {
+    return engine->WaitFor(*state_, timeout);
+  }
+  // The engine is gone, so its shutdown finished the operation or is finishing it now.
+  const absl::Time give_up = absl::Now() + timeout;
+  Backoff backoff;
+  while (!Test()) {
+    if (absl::Now() >= give_up) {
+      return absl::DeadlineExceededError("Work::Wait: timed out; the operation is still running");
+    }
+    backoff.Pause(nullptr, 1);
+  }
+  return state_->status;
+}
+
+std::shared_ptr<Engine> Engine::Start(std::string describe_rank, absl::Duration op_timeout) {
+  std::shared_ptr<Engine> engine(new Engine(std::move(describe_rank), op_timeout));
+  engine->progress_thread_ = std::thread([raw = engine.get()] { raw->ProgressLoop(); });
+  return engine;
+}
+
+Engine::~Engine() { Shutdown(); }
+
+Work Engine::Finished(absl::Status status) {
+  auto state = std::make_shared<internal::OpState>();
+  Finish(*state, std::move(status));
+  return Work(std::move(state));
+}
+
+void Engine::Finish(internal::OpState& state, absl::Status status) {
+  state.op.reset();
+  state.status = std::move(status);
+  state.done.store(true, std::memory_order_release);
+}
+
+std::shared_ptr<internal::OpState> Engine::NewState() {
+  return std::make_shared<internal::OpState>();
+}
+
+Work Engine::Submit(std::unique_ptr<Op> op, std::shared_ptr<internal::OpState> state) {
+  if (state == nullptr) state = NewState();
+  state->op = std::move(op);
+  state->engine = weak_from_this();
+  state->submitted = absl::Now();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.load()) {
+    Finish(*state, absl::CancelledError(absl::StrCat(describe_rank_, ": ", state->op->Describe(),
+                                                     ": communicator was aborted")));
+    return Work(std::move(state));
+  }
+  queue_.push_back(state);
+  if (progress_idle_) wake_.notify_one();
+  return Work(std::move(state));
+}
+
+void Engine::Execute(internal::OpState& state) {
+  absl::Status failed_before;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed_before = sticky_error_;
+  }
+  // Describe() formats a string: only error paths pay for it.
+  if (aborted_.load()) {
+    Finish(state, absl::CancelledError(absl::StrCat(describe_rank_, ": ", state.op->Describe(),
+                                                    ": communicator was aborted")));
+    return;
+  }
+  if (!failed_before.ok()) {
+    Finish(state, absl::FailedPreconditionError(absl::StrCat(
+                      describe_rank_, ": ", state.op->Describe(),
+                      ": not run because an earlier operation failed: ", failed_before.message())));
+    return;
+  }
+  absl::Status status = state.op->Run(Deadline::In(op_timeout_, &aborted_));
+  if (!status.ok()) {
+    status = absl::Status(status.code(), absl::StrCat(describe_rank_, ": ", state.op->Describe(),
+                                                      ": ", status.message()));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sticky_error_.ok()) sticky_error_ = status;
+  }
+  Finish(state, std::move(status));
+}
+
+void Engine::RunQueued(const internal::OpState* until) {
+  while (until == nullptr || !until->done.load(std::memory_order_acquire)) {
+    std::shared_ptr<internal::OpState> next;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty()) return;
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Execute(*next);
+  }
+}
+
+absl::Status Engine::WaitFor(internal::OpState& op, absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  // Running inline is only allowed when the operation's own deadline ends it before the
+  // caller's timeout would: otherwise a short Wait could not return on time.
+  const bool may_run_inline = timeout >= op_timeout_;
+  Backoff backoff;
+  while (!op.done.load(std::memory_order_acquire)) {
+    if (may_run_inline && exec_mu_.try_lock()) {
+      RunQueued(&op);
+      exec_mu_.unlock();
+      continue;
+    }
+    if (absl::Now() >= give_up) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(describe_rank_, ": Work::Wait timed out after ",
+                       absl::FormatDuration(timeout), "; the operation is still running"));
+    }
+    backoff.Pause(nullptr, 1);
+  }
+  return op.status;
+}
+
+void Engine::Abort() {
+  aborted_.store(true);
+  std::deque<std::shared_ptr<internal::OpState>> cancelled;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled.swap(queue_);
+    wake_.notify_one();
+  }
+  for (auto& state : cancelled) {
+    Finish(*state, absl::CancelledError(absl::StrCat(describe_rank_, ": ", state->op->Describe(),
+                                                     ": communicator was aborted")));
+  }
+}
+
+void Engine::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    wake_.notify_one();
+  }
+  if (progress_thread_.joinable()) progress_thread_.join();
+  std::lock_guard<std::mutex> exec(exec_mu_);
+  RunQueued(nullptr);
+}
+
+void Engine::ProgressLoop() {
+  absl::Time last_activity = absl::Now();
+  std::unique_lock<std::mutex> lock(mu_);
+  auto sleep_for = [&](absl::Duration d) { wake_.wait_for(lock, absl::ToChronoNanoseconds(d)); };
+  while (!stopping_) {
+    if (queue_.empty()) {
+      if (absl::Now() - last_activity > kIdleAfter) {
+        progress_idle_ = true;
+        wake_.wait(lock);
+        progress_idle_ = false;
+      } else {
+        sleep_for(kActivePoll);
+      }
+      continue;
+    }
+    last_activity = absl::Now();
+    const absl::Duration age = last_activity - queue_.front()->submitted;
+    if (age < kCallerGrace) {
+      sleep_for(kCallerGrace - age);
+      continue;
+    }
+    lock.unlock();
+    const bool ran = exec_mu_.try_lock();
+    if (ran) {
+      RunQueued(nullptr);
+      exec_mu_.unlock();
+    }
+    lock.lock();
+    if (!ran) sleep_for(kActivePoll);  // a caller is running the queue
+  }
+}
+
+}  // namespace weft

@@ -1,0 +1,109 @@
+// Engine: runs a communicator's operations one after another, in issue order.
+//
+// Operations are queued by the API calls and executed by whichever thread gets there first:
+//  - a thread that waits on a Work runs the queue up to that operation itself (caller-runs), so a
+//    loop of small blocking collectives pays no thread hand-off;
+//  - the progress thread runs operations nobody is waiting on, so compute overlaps communication.
+// The progress thread lets a fresh operation sit for a short grace period before taking it,
+// because a caller that waits right away runs it with less latency.
+//
+// The first failure is sticky: later operations fail at once with a message that points to it,
+// since links are in an unknown state after a failed collective. Abort() cancels everything.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "deadline.h"
+#include "weft/comm/work.h"
+
+namespace weft {
+
+class Engine;
+
+// One queued operation. Run() is called exactly once, on some thread, with the deadline that
+// bounds it; it blocks until the operation is complete or failed.
+class Op {
+ public:
+  virtual ~Op() = default;
+  virtual absl::Status Run(const Deadline& deadline) = 0;
+  // "all_reduce #12 (ring, 1024 x float sum)": prefixes error messages.
+  virtual std::string Describe() const = 0;
+};
+
+namespace internal {
+
+struct OpState {
+  std::unique_ptr<Op> op;        // released once run
+  std::weak_ptr<Engine> engine;  // for caller-runs; expired once the engine is gone
+  absl::Time submitted;
+  std::atomic<bool> done{false};
+  absl::Status status;  // written before `done` becomes true
+};
+
+}  // namespace internal
+
+class Engine : public std::enable_shared_from_this<Engine> {
+ public:
+  // `describe_rank` ("rank 3") prefixes every error.
+  static std::shared_ptr<Engine> Start(std::string describe_rank, absl::Duration op_timeout);
+  ~Engine();
+
+  // Queues `op`. `state` lets a group hand out its Work before the group is submitted.
+  Work Submit(std::unique_ptr<Op> op, std::shared_ptr<internal::OpState> state = nullptr);
+
+  // A handle for an operation that will be submitted later with Submit(op, state).
+  static std::shared_ptr<internal::OpState> NewState();
+
+  // A Work that is already finished with `status` (argument errors).
+  static Work Finished(absl::Status status);
+
+  // Blocks until `op` is done or `timeout` passes, running queued operations on this thread
+  // when nobody else is. Used by Work::Wait.
+  absl::Status WaitFor(internal::OpState& op, absl::Duration timeout);
+
+  // Fails all pending and future operations with Cancelled; a running one ends at its next
+  // wait. Bounded: never waits for the running operation.
+  void Abort();
+
+  // Runs what is queued (each bounded by its deadline), then stops the progress thread.
+  void Shutdown();
+
+  const std::atomic<bool>* abort_flag() const { return &aborted_; }
+  absl::Duration op_timeout() const { return op_timeout_; }
+
+ private:
+  Engine(std::string describe_rank, absl::Duration op_timeout)
+      : describe_rank_(std::move(describe_rank)), op_timeout_(op_timeout) {}
+
+  // With exec_mu_ held: runs queued operations in order until `until` is done (nullptr: until
+  // the queue is empty).
+  void RunQueued(const internal::OpState* until);
+  void Execute(internal::OpState& state);
+  void ProgressLoop();
+  static void Finish(internal::OpState& state, absl::Status status);
+
+  const std::string describe_rank_;
+  const absl::Duration op_timeout_;
+  std::atomic<bool> aborted_{false};
+
+  // std::mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
+  std::mutex mu_;
+  std::deque<std::shared_ptr<internal::OpState>> queue_;  // guarded by mu_
+  absl::Status sticky_error_;                             // guarded by mu_
+  bool stopping_ = false;                                 // guarded by mu_
+  bool progress_idle_ = false;                            // guarded by mu_
+  std::condition_variable wake_;
+
+  std::mutex exec_mu_;  // held by the thread that is executing operations
+  std::thread progress_thread_;
+};
+
+}  // namespace weft

@@ -1,0 +1,103 @@
+#include "peers.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "backoff.h"
+
+namespace weft {
+
+Peers::Peers(int rank, int size, std::vector<std::unique_ptr<Link>> links,
+             std::unique_ptr<ShmArena> arena)
+    : rank_(rank), size_(size), links_(std::move(links)), arena_(std::move(arena)) {}
+
+Peers::~Peers() {
+  for (ScratchBuffer& buffer : scratch_) std::free(buffer.data);
+}
+
+void Peers::Begin(const Envelope& base, const Deadline& deadline) {
+  base_ = base;
+  deadline_ = deadline;
+}
+
+void Peers::Activate(Link* link) {
+  if (std::find(active_.begin(), active_.end(), link) == active_.end()) active_.push_back(link);
+}
+
+Transfer Peers::Send(int peer, uint32_t step, const void* data, size_t bytes) {
+  Envelope envelope = base_;
+  envelope.step = step;
+  return SendAs(peer, envelope, data, bytes);
+}
+
+Transfer Peers::Recv(int peer, uint32_t step, RecvSink sink, size_t bytes) {
+  Envelope envelope = base_;
+  envelope.step = step;
+  return RecvAs(peer, envelope, sink, bytes);
+}
+
+Transfer Peers::SendAs(int peer, const Envelope& envelope, const void* data, size_t bytes) {
+  Link* link = links_[peer].get();
+  Activate(link);
+  return Transfer{link, link->PostSend(envelope, data, bytes), true};
+}
+
+Transfer Peers::RecvAs(int peer, const Envelope& envelope, RecvSink sink, size_t bytes) {
+  Link* link = links_[peer].get();
+  Activate(link);
+  return Transfer{link, link->PostRecv(envelope, sink, bytes), false};
+}
+
+absl::Status Peers::LinkError(const Link& link, const absl::Status& status) const {
+  return absl::Status(status.code(), absl::StrCat("link to rank ", link.peer(), " (",
+                                                  link.transport_name(), "): ", status.message()));
+}
+
+absl::Status Peers::Wait(absl::Span<const Transfer> transfers) {
+  Backoff backoff;
+  while (true) {
+    bool moved = false;
+    for (Link* link : active_) {
+      absl::StatusOr<bool> progressed = link->Progress();
+      if (!progressed.ok()) return LinkError(*link, progressed.status());
+      moved |= *progressed;
+    }
+    const Transfer* pending = nullptr;
+    for (const Transfer& t : transfers) {
+      const bool done = t.is_send ? t.link->SendDone(t.id) : t.link->RecvDone(t.id);
+      if (!done) {
+        pending = &t;
+        break;
+      }
+    }
+    if (pending == nullptr) return absl::OkStatus();
+    if (moved) {
+      backoff.Reset();
+      continue;
+    }
+    if (absl::Status s = deadline_.Check(
+            absl::StrCat("waiting to ", pending->is_send ? "send to" : "receive from", " rank ",
+                         pending->link->peer(), " (", pending->link->transport_name(), ")"));
+        !s.ok()) {
+      return s;
+    }
+    pollfds_.clear();
+    for (Link* link : active_) link->AddPollFds(&pollfds_);
+    backoff.Pause(&pollfds_);
+  }
+}
+
+std::byte* Peers::Scratch(size_t bytes, int index) {
+  if (scratch_.size() <= static_cast<size_t>(index)) scratch_.resize(index + 1);
+  ScratchBuffer& buffer = scratch_[index];
+  if (buffer.bytes < bytes) {
+    std::free(buffer.data);
+    const size_t rounded = (bytes + 4095) / 4096 * 4096;
+    buffer.data = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
+    buffer.bytes = rounded;
+  }
+  return buffer.data;
+}
+
+}  // namespace weft

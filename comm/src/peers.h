@@ -1,0 +1,91 @@
+// Peers: what an algorithm sees of its communicator while it runs.
+//
+// It owns the links to every other rank and the shared-memory arena of this host, and stamps
+// every message with the running operation's envelope, so algorithms only say "send these bytes
+// to rank 3 as step 2" and "wait for these transfers". Used by one thread at a time (the engine
+// runs one operation at a time).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "deadline.h"
+#include "transport/link.h"
+#include "transport/shm/arena.h"
+
+namespace weft {
+
+// A queued send or receive, to be passed to Peers::Wait.
+struct Transfer {
+  Link* link = nullptr;
+  uint64_t id = 0;
+  bool is_send = false;
+};
+
+class Peers {
+ public:
+  // `links` is indexed by rank (nullptr for this rank). `arena` is null unless every rank of the
+  // communicator shares this host.
+  Peers(int rank, int size, std::vector<std::unique_ptr<Link>> links,
+        std::unique_ptr<ShmArena> arena);
+  ~Peers();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  ShmArena* arena() const { return arena_.get(); }
+  Link* link(int peer) const { return links_[peer].get(); }
+
+  // Called by the engine before an algorithm runs: the envelope every message of this
+  // operation carries (its step is filled per message) and the deadline bounding it.
+  void Begin(const Envelope& base, const Deadline& deadline);
+  const Deadline& deadline() const { return deadline_; }
+  const Envelope& envelope() const { return base_; }
+
+  Transfer Send(int peer, uint32_t step, const void* data, size_t bytes);
+  Transfer Recv(int peer, uint32_t step, RecvSink sink, size_t bytes);
+  // With an explicit envelope (point-to-point messages number themselves per pair).
+  Transfer SendAs(int peer, const Envelope& envelope, const void* data, size_t bytes);
+  Transfer RecvAs(int peer, const Envelope& envelope, RecvSink sink, size_t bytes);
+
+  // Drives every link with queued transfers until all of `transfers` are done. Errors name the
+  // peer and transport; the deadline bounds the wait.
+  absl::Status Wait(absl::Span<const Transfer> transfers);
+  absl::Status Wait(std::initializer_list<Transfer> transfers) {
+    return Wait(absl::MakeConstSpan(transfers.begin(), transfers.size()));
+  }
+
+  // A 64-byte-aligned buffer of at least `bytes`, kept between operations. `index` selects one
+  // of several independent buffers.
+  std::byte* Scratch(size_t bytes, int index = 0);
+
+  // The shared-memory direct algorithms number their rounds on the arena's counters; every rank
+  // advances this identically, so round numbers agree across ranks.
+  uint64_t NextArenaRound() { return ++arena_round_; }
+
+ private:
+  struct ScratchBuffer {
+    std::byte* data = nullptr;
+    size_t bytes = 0;
+  };
+
+  void Activate(Link* link);
+  absl::Status LinkError(const Link& link, const absl::Status& status) const;
+
+  const int rank_;
+  const int size_;
+  std::vector<std::unique_ptr<Link>> links_;
+  std::unique_ptr<ShmArena> arena_;
+  std::vector<Link*> active_;  // links with transfers that may still be moving
+  std::vector<pollfd> pollfds_;
+  std::vector<ScratchBuffer> scratch_;
+  Envelope base_;
+  Deadline deadline_ = Deadline::In(absl::InfiniteDuration());
+  uint64_t arena_round_ = 0;
+};
+
+}  // namespace weft

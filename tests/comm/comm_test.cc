@@ -1,0 +1,149 @@
+// Multi-process communicator tests: real processes started by weftrun, real shared memory and
+// real sockets. Each case runs one comm_worker suite over a rank count and a transport layout.
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "subprocess.h"
+
+namespace weft::testing {
+namespace {
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// How the ranks reach each other: "shm" (one host, shared memory and the arena), "tcp" (all
+// links over sockets), "mixed" (two pretend hosts: shm inside, tcp across).
+struct Layout {
+  std::string name;
+  Env env;
+  std::vector<std::string> worker_args;
+};
+
+Layout MakeLayout(const std::string& name) {
+  if (name == "tcp") return {name, {{"WEFT_TRANSPORT", "tcp"}, {"WEFT_SOCKET_IFNAME", "lo"}}, {}};
+  // Loopback only: pretend hosts must not send to this machine's other addresses.
+  if (name == "mixed") return {name, {{"WEFT_SOCKET_IFNAME", "lo"}}, {"--fake-hosts", "2"}};
+  return {name, {{"WEFT_TRANSPORT", "auto"}}, {}};
+}
+
+ProcessResult RunJob(int ranks, const std::string& suite, const Layout& layout, Env extra = {},
+                     int limit_s = 120) {
+  std::vector<std::string> argv = {
+      WEFTRUN,     "-n", std::to_string(ranks), "--timeout", std::to_string(limit_s), "--",
+      WEFT_WORKER, suite};
+  argv.insert(argv.end(), layout.worker_args.begin(), layout.worker_args.end());
+  Env env = layout.env;
+  env.insert(env.end(), extra.begin(), extra.end());
+  env.emplace_back("WEFT_TIMEOUT", "60");
+  return RunProcess(argv, env, std::chrono::seconds(limit_s + 10));
+}
+
+void ExpectSuccess(const ProcessResult& result) {
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+}
+
+class Collectives : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
+
+TEST_P(Collectives, EveryTypeOpAndPlacementIsExact) {
+  const auto& [ranks, layout_name, algorithm] = GetParam();
+  Layout layout = MakeLayout(layout_name);
+  Env extra;
+  if (!algorithm.empty()) extra.emplace_back("WEFT_ALGO", algorithm);
+  ExpectSuccess(RunJob(ranks, "collectives", layout, extra));
+}
+
+std::string CaseName(const ::testing::TestParamInfo<Collectives::ParamType>& info) {
+  const auto& [ranks, layout, algorithm] = info.param;
+  return absl::StrCat(ranks, "ranks_", layout, "_", algorithm.empty() ? "default" : algorithm);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shm, Collectives,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
+                                            ::testing::Values("shm"), ::testing::Values("")),
+                         CaseName);
+INSTANTIATE_TEST_SUITE_P(Tcp, Collectives,
+                         ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Values("tcp"),
+                                            ::testing::Values("ring", "rabenseifner")),
+                         CaseName);
+INSTANTIATE_TEST_SUITE_P(Mixed, Collectives,
+                         ::testing::Combine(::testing::Values(3, 4), ::testing::Values("mixed"),
+                                            ::testing::Values("")),
+                         CaseName);
+// The link algorithms over shared-memory links (no arena shortcut).
+INSTANTIATE_TEST_SUITE_P(
+    ShmLinks, Collectives,
+    ::testing::Combine(::testing::Values(3), ::testing::Values("shm"),
+                       ::testing::Values("all_reduce=ring,reduce_scatter=ring,all_gather=ring,"
+                                         "broadcast=tree,reduce=tree,barrier=dissemination",
+                                         "all_reduce=rabenseifner")),
+    [](const auto& info) { return absl::StrCat("3ranks_shm_links", info.index); });
+
+class Suites : public ::testing::TestWithParam<std::tuple<std::string, std::string, int>> {};
+
+TEST_P(Suites, Pass) {
+  const auto& [suite, layout, ranks] = GetParam();
+  ExpectSuccess(RunJob(ranks, suite, MakeLayout(layout)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, Suites,
+    ::testing::Combine(::testing::Values("async", "p2p", "split", "unique_id", "bad_input"),
+                       ::testing::Values("shm", "tcp"), ::testing::Values(2, 4)),
+    [](const auto& info) {
+      return absl::StrCat(std::get<0>(info.param), "_", std::get<1>(info.param), "_",
+                          std::get<2>(info.param), "ranks");
+    });
+
+class Failures : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Failures, MismatchedCountFailsEveryRankWithoutHanging) {
+  // The timeout is short so that even a transport that cannot see the mismatch ends quickly.
+  ProcessResult result = RunJob(3, "mismatch", MakeLayout(GetParam()), {{"WEFT_TIMEOUT", "5"}}, 60);
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output, "all_reduce")) << result.output;
+}
+
+TEST_P(Failures, AbortEndsABlockedOperationPromptly) {
+  ProcessResult result = RunJob(2, "abort", MakeLayout(GetParam()));
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output, "aborted")) << result.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Failures, ::testing::Values("shm", "tcp"));
+
+TEST(Launchers, TorchrunStyleVariables) {
+  // Two ranks started by hand with MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, as torchrun does.
+  const std::string script = absl::StrCat(
+      "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 20000)) WORLD_SIZE=2 "
+      "WEFT_TOKEN=test-token-123; "
+      "RANK=0 LOCAL_RANK=0 ",
+      WEFT_WORKER,
+      " async & a=$!; "
+      "RANK=1 LOCAL_RANK=1 ",
+      WEFT_WORKER,
+      " async & b=$!; "
+      "wait $a; ra=$?; wait $b; rb=$?; exit $((ra + rb))");
+  ProcessResult result = RunProcess({"/bin/sh", "-c", script}, {}, std::chrono::seconds(60));
+  ExpectSuccess(result);
+}
+
+TEST(Launchers, OpenMpiMpirun) {
+  ProcessResult probe =
+      RunProcess({"/bin/sh", "-c", "command -v mpirun"}, {}, std::chrono::seconds(10));
+  if (probe.exit_code != 0) GTEST_SKIP() << "mpirun is not installed";
+  ProcessResult result =
+      RunProcess({"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x",
+                  "WEFT_TOKEN", WEFT_WORKER, "async"},
+                 {{"WEFT_TOKEN", "mpirun-test-token"}, {"OMPI_MCA_plm_rsh_agent", ""}},
+                 std::chrono::seconds(60));
+  ExpectSuccess(result);
+}
+
+}  // namespace
+}  // namespace weft::testing
