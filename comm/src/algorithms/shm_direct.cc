@@ -86,10 +86,7 @@ absl::Status ShmDirect::CheckAllFingerprints(uint64_t round) const {
   return absl::OkStatus();
 }
 
-absl::Status ShmDirect::Finish(uint64_t round) {
-  arena_.Publish(kDone, round);
-  return absl::OkStatus();
-}
+void ShmDirect::Finish(uint64_t round) { arena_.Publish(kDone, round); }
 
 absl::Status ShmDirect::Run() {
   switch (args_.kind) {
@@ -110,8 +107,38 @@ absl::Status ShmDirect::Run() {
   }
 }
 
+absl::Status ShmDirect::CopyIn(uint64_t round, std::byte* mine, const std::byte* chunk,
+                               size_t bytes) {
+  std::memcpy(mine, chunk, bytes);
+  arena_.Publish(kCopiedIn, round);
+  if (absl::Status s = WaitAll(kCopiedIn, round); !s.ok()) return s;
+  return CheckAllFingerprints(round);
+}
+
+void ShmDirect::ReduceSlice(uint64_t round, std::byte* mine, const Partition& slices) {
+  const size_t at = slices.offset(arena_.local_rank()) * args_.element_bytes();
+  for (int j = 0; j < arena_.local_size(); ++j) sources_[j] = Half(j, round) + at;
+  ReduceMany(args_.dtype, args_.op, mine + at, sources_.data(), arena_.local_size(),
+             slices.size(arena_.local_rank()));
+  arena_.Publish(kReduced, round);
+}
+
+absl::Status ShmDirect::GatherSlices(uint64_t round, const Partition& slices, std::byte* out) {
+  const size_t es = args_.element_bytes();
+  for (int j = 0; j < arena_.local_size(); ++j) {
+    if (j != arena_.local_rank()) {
+      if (absl::Status s = arena_.WaitAtLeast(j, kReduced, round, peers_.deadline()); !s.ok()) {
+        return s;
+      }
+    }
+    const size_t at = slices.offset(j) * es;
+    std::memcpy(out + at, Half(j, round) + at, slices.size(j) * es);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ShmDirect::AllReduce() {
-  const int p = arena_.local_size(), me = arena_.local_rank();
+  const int p = arena_.local_size();
   const size_t es = args_.element_bytes();
   const auto* send = static_cast<const std::byte*>(args_.send);
   auto* recv = static_cast<std::byte*>(args_.recv);
@@ -121,32 +148,16 @@ absl::Status ShmDirect::AllReduce() {
     const uint64_t round = peers_.NextArenaRound();
     absl::StatusOr<std::byte*> mine = BeginRound(round);
     if (!mine.ok()) return mine.status();
-    std::memcpy(*mine, send + offset * es, n * es);
-    arena_.Publish(kCopiedIn, round);
-    if (absl::Status s = WaitAll(kCopiedIn, round); !s.ok()) return s;
-    if (absl::Status s = CheckAllFingerprints(round); !s.ok()) return s;
-
+    if (absl::Status s = CopyIn(round, *mine, send + offset * es, n * es); !s.ok()) return s;
     if (n * es <= kOneShotBytes) {
       for (int j = 0; j < p; ++j) sources_[j] = Half(j, round);
       ReduceMany(args_.dtype, args_.op, recv + offset * es, sources_.data(), p, n);
-      if (absl::Status s = Finish(round); !s.ok()) return s;
-      continue;
+    } else {
+      const Partition slices(n, p);
+      ReduceSlice(round, *mine, slices);
+      if (absl::Status s = GatherSlices(round, slices, recv + offset * es); !s.ok()) return s;
     }
-    const Partition slices(n, p);
-    const size_t at = slices.offset(me) * es;
-    for (int j = 0; j < p; ++j) sources_[j] = Half(j, round) + at;
-    ReduceMany(args_.dtype, args_.op, *mine + at, sources_.data(), p, slices.size(me));
-    arena_.Publish(kReduced, round);
-    for (int j = 0; j < p; ++j) {
-      if (j != me) {
-        if (absl::Status s = arena_.WaitAtLeast(j, kReduced, round, peers_.deadline()); !s.ok()) {
-          return s;
-        }
-      }
-      const size_t slice_at = slices.offset(j) * es;
-      std::memcpy(recv + offset * es + slice_at, Half(j, round) + slice_at, slices.size(j) * es);
-    }
-    if (absl::Status s = Finish(round); !s.ok()) return s;
+    Finish(round);
   }
   return absl::OkStatus();
 }
@@ -172,7 +183,7 @@ absl::Status ShmDirect::ReduceScatter() {
     if (absl::Status s = CheckAllFingerprints(round); !s.ok()) return s;
     for (int j = 0; j < p; ++j) sources_[j] = Half(j, round) + me * chunk * es;
     ReduceMany(args_.dtype, args_.op, recv + offset * es, sources_.data(), p, n);
-    if (absl::Status s = Finish(round); !s.ok()) return s;
+    Finish(round);
   }
   return absl::OkStatus();
 }
@@ -201,7 +212,7 @@ absl::Status ShmDirect::AllGather() {
       if (absl::Status s = CheckFingerprint(j, round); !s.ok()) return s;
       std::memcpy(recv + (j * block + offset) * es, Half(j, round), n * es);
     }
-    if (absl::Status s = Finish(round); !s.ok()) return s;
+    Finish(round);
   }
   return absl::OkStatus();
 }
@@ -230,13 +241,12 @@ absl::Status ShmDirect::Broadcast() {
       if (absl::Status s = CheckFingerprint(root, round); !s.ok()) return s;
       std::memcpy(recv + offset * es, Half(root, round), n * es);
     }
-    if (absl::Status s = Finish(round); !s.ok()) return s;
+    Finish(round);
   }
   return absl::OkStatus();
 }
 
 absl::Status ShmDirect::Reduce() {
-  const int p = arena_.local_size(), me = arena_.local_rank();
   const bool is_root = peers_.rank() == args_.root;
   const size_t es = args_.element_bytes();
   const auto* send = static_cast<const std::byte*>(args_.send);
@@ -247,28 +257,14 @@ absl::Status ShmDirect::Reduce() {
     const uint64_t round = peers_.NextArenaRound();
     absl::StatusOr<std::byte*> mine = BeginRound(round);
     if (!mine.ok()) return mine.status();
-    std::memcpy(*mine, send + offset * es, n * es);
-    arena_.Publish(kCopiedIn, round);
-    if (absl::Status s = WaitAll(kCopiedIn, round); !s.ok()) return s;
-    if (absl::Status s = CheckAllFingerprints(round); !s.ok()) return s;
-    // Every rank reduces one slice, the root collects them.
-    const Partition slices(n, p);
-    const size_t at = slices.offset(me) * es;
-    for (int j = 0; j < p; ++j) sources_[j] = Half(j, round) + at;
-    ReduceMany(args_.dtype, args_.op, *mine + at, sources_.data(), p, slices.size(me));
-    arena_.Publish(kReduced, round);
+    if (absl::Status s = CopyIn(round, *mine, send + offset * es, n * es); !s.ok()) return s;
+    // Every rank reduces one slice; the root collects them.
+    const Partition slices(n, arena_.local_size());
+    ReduceSlice(round, *mine, slices);
     if (is_root) {
-      for (int j = 0; j < p; ++j) {
-        if (j != me) {
-          if (absl::Status s = arena_.WaitAtLeast(j, kReduced, round, peers_.deadline()); !s.ok()) {
-            return s;
-          }
-        }
-        const size_t slice_at = slices.offset(j) * es;
-        std::memcpy(recv + offset * es + slice_at, Half(j, round) + slice_at, slices.size(j) * es);
-      }
+      if (absl::Status s = GatherSlices(round, slices, recv + offset * es); !s.ok()) return s;
     }
-    if (absl::Status s = Finish(round); !s.ok()) return s;
+    Finish(round);
   }
   return absl::OkStatus();
 }
@@ -279,7 +275,8 @@ absl::Status ShmDirect::Barrier() {
   arena_.Publish(kCopiedIn, round);
   if (absl::Status s = WaitAll(kCopiedIn, round); !s.ok()) return s;
   if (absl::Status s = CheckAllFingerprints(round); !s.ok()) return s;
-  return Finish(round);
+  Finish(round);
+  return absl::OkStatus();
 }
 
 }  // namespace weft

@@ -38,7 +38,15 @@ class ShmDirect final : public Algorithm {
   void PublishFingerprint(uint64_t round);
   absl::Status CheckFingerprint(int local_rank, uint64_t round) const;
   absl::Status CheckAllFingerprints(uint64_t round) const;
-  absl::Status Finish(uint64_t round);
+  // Marks round `round` done: this rank no longer reads anyone's half of it.
+  void Finish(uint64_t round);
+
+  // The phases of a reducing round. CopyIn puts this rank's chunk in its half, waits for every
+  // rank's and checks fingerprints; ReduceSlice reduces this rank's slice of the chunk from all
+  // halves into its own half; GatherSlices copies every rank's reduced slice to `out`.
+  absl::Status CopyIn(uint64_t round, std::byte* mine, const std::byte* chunk, size_t bytes);
+  void ReduceSlice(uint64_t round, std::byte* mine, const Partition& slices);
+  absl::Status GatherSlices(uint64_t round, const Partition& slices, std::byte* out);
 
   absl::Status AllReduce();
   absl::Status ReduceScatter();

@@ -1,0 +1,143 @@
+#include "nccl_format.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace weft::peers {
+namespace {
+
+// "%.2f" if it fits the column, else fewer decimals, else an exponent: nccl-tests' rule.
+std::string Number(double v, int width) {
+  for (int decimals : {2, 1, 0}) {
+    std::string s = absl::StrFormat("%.*f", decimals, v);
+    if (static_cast<int>(s.size()) <= width) return s;
+  }
+  return absl::StrFormat("%.1e", v);
+}
+
+// Rounds a per-rank element count down to a multiple of 16 bytes, as nccl-tests does.
+size_t Align16(size_t count, size_t element_size) {
+  const size_t step = element_size < 16 ? 16 / element_size : 1;
+  return count / step * step;
+}
+
+}  // namespace
+
+std::optional<Collective> ParseCollective(absl::string_view name) {
+  for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
+                       Collective::kBroadcast}) {
+    if (name == Name(c)) return c;
+  }
+  return std::nullopt;
+}
+
+const char* Name(Collective collective) {
+  switch (collective) {
+    case Collective::kAllReduce:
+      return "all_reduce";
+    case Collective::kReduceScatter:
+      return "reduce_scatter";
+    case Collective::kAllGather:
+      return "all_gather";
+    case Collective::kBroadcast:
+      return "broadcast";
+  }
+  return "unknown";
+}
+
+Geometry GeometryFor(Collective collective, size_t requested_bytes, DataType type, int ranks) {
+  const size_t es = SizeOf(type);
+  const size_t elements = requested_bytes / es;
+  Geometry g;
+  switch (collective) {
+    case Collective::kAllReduce:
+    case Collective::kBroadcast:
+      g.count = g.send_count = g.recv_count = elements;
+      break;
+    case Collective::kReduceScatter:
+      g.count = g.recv_count = Align16(elements / ranks, es);
+      g.send_count = g.recv_count * ranks;
+      break;
+    case Collective::kAllGather:
+      g.count = g.send_count = Align16(elements / ranks, es);
+      g.recv_count = g.send_count * ranks;
+      break;
+  }
+  g.bytes = std::max(g.send_count, g.recv_count) * es;
+  return g;
+}
+
+double BusBandwidthFactor(Collective collective, int ranks) {
+  switch (collective) {
+    case Collective::kAllReduce:
+      return 2.0 * (ranks - 1) / ranks;
+    case Collective::kReduceScatter:
+    case Collective::kAllGather:
+      return static_cast<double>(ranks - 1) / ranks;
+    case Collective::kBroadcast:
+      return 1;
+  }
+  return 1;
+}
+
+double BusBandwidth(Collective collective, const Geometry& geometry, int ranks, double seconds) {
+  if (seconds <= 0) return 0;
+  return static_cast<double>(geometry.bytes) / seconds / 1e9 *
+         BusBandwidthFactor(collective, ranks);
+}
+
+std::string TableHeader(Collective collective, const std::string& banner, size_t min_bytes,
+                        size_t max_bytes, double step_factor, size_t step_bytes, int warmup,
+                        int iters, int check) {
+  std::string out = "# nccl-tests-compatible weft peer harness\n";
+  for (absl::string_view line : absl::StrSplit(banner, '\n', absl::SkipEmpty())) {
+    absl::StrAppend(&out, "# ", line, "\n");
+  }
+  const std::string step = step_factor > 1 ? absl::StrFormat("%g(factor)", step_factor)
+                                           : absl::StrFormat("%zu(bytes)", step_bytes);
+  absl::StrAppendFormat(&out, "# Collective test starting: %s_perf\n", Name(collective));
+  absl::StrAppendFormat(&out,
+                        "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d "
+                        "iters: %d agg iters: 1 validation: %d graph: 0 unalign: 0\n#\n",
+                        min_bytes, max_bytes, step, warmup, iters, check);
+  const char* kCells = "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s \n";
+  absl::StrAppendFormat(&out, kCells, "", "", "", "", "", "out-of-place", "", "", "", "in-place",
+                        "", "", "");
+  absl::StrAppendFormat(&out, kCells, "size", "count", "type", "redop", "root", "time", "algbw",
+                        "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  absl::StrAppendFormat(&out, kCells, "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)",
+                        "", "(us)", "(GB/s)", "(GB/s)", "");
+  return out;
+}
+
+std::string TableRow(Collective collective, const Geometry& geometry, DataType type, ReduceOp op,
+                     int ranks, bool checked, const HalfRow& out_of_place,
+                     const HalfRow& in_place) {
+  const bool reduces =
+      collective == Collective::kAllReduce || collective == Collective::kReduceScatter;
+  const int root = collective == Collective::kBroadcast ? 0 : -1;
+  std::string row = absl::StrFormat("%12li  %12li  %8s  %6s  %6i", geometry.bytes, geometry.count,
+                                    Name(type), reduces ? Name(op) : "none", root);
+  for (const HalfRow* half : {&out_of_place, &in_place}) {
+    const double algbw = half->seconds > 0 ? geometry.bytes / half->seconds / 1e9 : 0;
+    const double busbw = BusBandwidth(collective, geometry, ranks, half->seconds);
+    absl::StrAppendFormat(&row, "  %7s  %6s  %6s", Number(half->seconds * 1e6, 7),
+                          Number(algbw, 6), Number(busbw, 6));
+    if (checked) {
+      absl::StrAppendFormat(&row, "  %6g", static_cast<double>(half->wrong));
+    } else {
+      absl::StrAppendFormat(&row, "  %6s", "N/A");
+    }
+  }
+  return row + "\n";
+}
+
+std::string TableFooter(Collective collective, double average_busbw, int64_t wrong) {
+  return absl::StrFormat(
+      "# Out of bounds values : %d %s\n# Avg bus bandwidth    : %g \n#\n"
+      "# Collective test concluded: %s_perf\n#\n\n",
+      wrong, wrong == 0 ? "OK" : "FAILED", average_busbw, Name(collective));
+}
+
+}  // namespace weft::peers
