@@ -68,8 +68,8 @@ inline std::string RowName(std::initializer_list<std::string_view> parts) {
   return name;
 }
 
-// The order in which a rotating row visits its `slots`: shuffled with a fixed seed, so that
-// neither the hardware prefetcher nor run-to-run variation sees a different pattern.
+// The order in which a rotating row visits its `slots`: shuffled, so that the hardware prefetcher
+// cannot run ahead into the next slot, with a fixed seed, so that every run sees the same order.
 inline std::vector<int> RotationOrder(int slots) {
   std::vector<int> order(static_cast<size_t>(slots));
   std::iota(order.begin(), order.end(), 0);
@@ -77,13 +77,13 @@ inline std::vector<int> RotationOrder(int slots) {
   return order;
 }
 
-// Sets both rates (see the top of this file) from the bytes of one iteration.
+// Sets both rates (see the top of this file) from the bytes of one iteration. Both are totals
+// of this thread's iterations: the library sums them over a row's threads, then divides by time.
 inline void ReportRates(benchmark::State& state, size_t payload_bytes, size_t memory_bytes) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(payload_bytes));
-  state.counters["mem_bytes_per_s"] =
-      benchmark::Counter(static_cast<double>(memory_bytes),
-                         benchmark::Counter::kIsIterationInvariantRate,
-                         benchmark::Counter::OneK::kIs1024);
+  state.counters["mem_bytes_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * static_cast<double>(memory_bytes),
+      benchmark::Counter::kIsRate, benchmark::Counter::OneK::kIs1024);
 }
 
 // Each part of the suite registers its rows; main() calls them in this order.

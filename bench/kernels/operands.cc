@@ -111,15 +111,15 @@ ReduceOperands::ReduceOperands(DataType type, ReduceOp op, size_t bytes, int sou
                                bool accumulate, int slots) {
   const size_t array_bytes = bytes * static_cast<size_t>(slots);
   const size_t array_count = array_bytes / SizeOf(type);
+  arrays_.reserve(static_cast<size_t>(sources) + 1);
   for (int k = 0; k <= sources; ++k) {
     PageBuffer& array = arrays_.emplace_back(array_bytes);
     if (array.data() == nullptr) {
       ok_ = false;
       return;
     }
-    // The separate output (k == 0 without accumulate) stays zero: no kernel reads it.
+    if (k == 0 && !accumulate) continue;  // A separate output stays zero: no kernel reads it.
     const bool accumulator = accumulate ? k == 0 : k == 1;
-    if (k == 0 && !accumulate) continue;
     const Role role = accumulator ? Role::kAccumulator : Role::kIncrement;
     FillPeriodic(type, array.data(), array_count,
                  [&](size_t j) { return Value(type, op, role, j); });

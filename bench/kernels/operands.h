@@ -33,8 +33,7 @@ class ReduceOperands {
 
   // With `accumulate` (ReduceInto), dst holds the accumulating operand and `sources` the
   // increments. Otherwise dst is a separate output and sources[0] holds the accumulating operand.
-  ReduceOperands(DataType type, ReduceOp op, size_t bytes, int sources, bool accumulate,
-                 int slots);
+  ReduceOperands(DataType type, ReduceOp op, size_t bytes, int sources, bool accumulate, int slots);
 
   // False when the memory could not be had.
   bool ok() const { return ok_; }
@@ -44,8 +43,10 @@ class ReduceOperands {
 
  private:
   bool ok_ = true;
-  std::vector<PageBuffer> arrays_;  // dst first, then the sources.
-  std::vector<std::vector<const void*>> source_pointers_;  // One list per slot.
+  // dst first, then the sources.
+  std::vector<PageBuffer> arrays_;
+  // The sources of each slot, which Slot::sources points into.
+  std::vector<std::vector<const void*>> source_pointers_;
   std::vector<Slot> slots_;
 };
 

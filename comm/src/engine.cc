@@ -85,7 +85,7 @@ Work Engine::Submit(std::unique_ptr<Op> op, std::shared_ptr<internal::OpState> s
 
 void Engine::Execute(internal::OpState& state) {
   absl::Status failed_before;
-  {
+  if (failed_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(mu_);
     failed_before = sticky_error_;
   }
@@ -107,6 +107,7 @@ void Engine::Execute(internal::OpState& state) {
                                                       ": ", status.message()));
     std::lock_guard<std::mutex> lock(mu_);
     if (sticky_error_.ok()) sticky_error_ = status;
+    failed_.store(true, std::memory_order_release);
   }
   Finish(state, std::move(status));
 }

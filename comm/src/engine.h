@@ -93,6 +93,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const std::string describe_rank_;
   const absl::Duration op_timeout_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> failed_{false};  // sticky_error_ is set: spares the lock on the fast path
 
   // std::mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   std::mutex mu_;

@@ -1,6 +1,7 @@
 // The communicator's reading of the Envelope fields that transports carry blindly.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "algorithms/algorithm.h"
 #include "op_kind.h"
 #include "transport/link.h"
 
@@ -36,16 +37,17 @@ std::string DescribeEnvelope(const Envelope& e) {
     return absl::StrFormat("send message #%d tag=%d count=%d %s", e.seq, e.root_or_tag, e.count,
                            Name(static_cast<DataType>(e.dtype)));
   }
-  std::string text = absl::StrFormat("%s #%d step %d count=%d %s", Name(kind), e.seq, e.step,
-                                     e.count, Name(static_cast<DataType>(e.dtype)));
+  std::string text = absl::StrFormat("%s #%d count=%d %s", Name(kind), e.seq, e.count,
+                                     Name(static_cast<DataType>(e.dtype)));
   if (kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter || kind == OpKind::kReduce) {
     absl::StrAppend(&text, " ", Name(static_cast<ReduceOp>(e.op)));
   }
   if (kind == OpKind::kBroadcast || kind == OpKind::kReduce) {
     absl::StrAppend(&text, " root=", e.root_or_tag);
   }
-  absl::StrAppend(&text, " algorithm=", e.algorithm);
-  return text;
+  absl::StrAppend(&text, " (", Name(static_cast<AlgorithmId>(e.algorithm)));
+  if (e.step != 0) absl::StrAppend(&text, ", step ", e.step);
+  return text + ")";
 }
 
 absl::Status EnvelopeMismatch(const Envelope& expected, size_t expected_bytes, const Envelope& got,

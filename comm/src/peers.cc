@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backoff.h"
 
@@ -50,6 +51,9 @@ Transfer Peers::RecvAs(int peer, const Envelope& envelope, RecvSink sink, size_t
 }
 
 absl::Status Peers::LinkError(const Link& link, const absl::Status& status) const {
+  // Transports name the peer and their own kind ("connection to rank 3 (10.0.0.2:4312)",
+  // "shared-memory link with rank 3"); only add what they could not know.
+  if (absl::StrContains(status.message(), absl::StrCat("rank ", link.peer()))) return status;
   return absl::Status(status.code(), absl::StrCat("link to rank ", link.peer(), " (",
                                                   link.transport_name(), "): ", status.message()));
 }

@@ -1,5 +1,6 @@
 // Multi-process communicator tests: real processes started by weftrun, real shared memory and
 // real sockets. Each case runs one comm_worker suite over a rank count and a transport layout.
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -29,8 +30,16 @@ Layout MakeLayout(const std::string& name) {
   return {name, {{"WEFT_TRANSPORT", "auto"}}, {}};
 }
 
+// Sanitizer builds run several times slower; scripts/run-sanitizers sets WEFT_TEST_TIME_SCALE.
+int TimeScale() {
+  const char* scale = std::getenv("WEFT_TEST_TIME_SCALE");
+  const int value = scale == nullptr ? 1 : std::atoi(scale);
+  return value > 0 ? value : 1;
+}
+
 ProcessResult RunJob(int ranks, const std::string& suite, const Layout& layout, Env extra = {},
                      int limit_s = 120) {
+  limit_s *= TimeScale();
   std::vector<std::string> argv = {
       WEFTRUN,     "-n", std::to_string(ranks), "--timeout", std::to_string(limit_s), "--",
       WEFT_WORKER, suite};

@@ -8,6 +8,7 @@
 // machine looks like K hosts and mixed shared-memory/TCP layouts get tested.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -136,7 +137,7 @@ void TestDataMovement(Communicator& comm, DataType t, size_t count) {
       std::vector<std::byte> send = Inputs(t, op, r, 0, count);
       const void* in = send.data();
       if (in_place) {
-        std::memcpy(recv.data() + r * count * es, send.data(), send.size());
+        std::copy(send.begin(), send.end(), recv.begin() + r * count * es);
         in = recv.data() + r * count * es;
       }
       EXPECT_OK(comm.AllGather(in, recv.data(), count, t).Wait());

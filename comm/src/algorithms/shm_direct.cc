@@ -19,22 +19,25 @@ constexpr size_t kOneShotBytes = 16 << 10;
 constexpr int kCopiedIn = 0;  // my chunk of round R is in my half
 constexpr int kReduced = 1;   // my slice of round R is reduced, in my half
 constexpr int kDone = 2;      // I no longer read anyone's half of round R
-// Counters [kFingerprint + 4 * (round % 2), +4) hold the envelope of the operation that
-// started in that round; two sets, because a fast rank may start the next operation while a slow
-// one still reads this one's.
-constexpr int kFingerprint = 3;
-constexpr int kFingerprintWords = sizeof(Envelope) / sizeof(uint64_t);
-static_assert(kFingerprint + 2 * kFingerprintWords <= ShmArena::kCountersPerRank);
+// Each half starts with one cache line holding the envelope of the operation whose first round
+// used it: peers read a rank's fingerprint with a single cache miss, and the round protocol that
+// protects the data (kDone before reuse) protects it too.
+constexpr size_t kHeaderBytes = 64;
+static_assert(sizeof(Envelope) <= kHeaderBytes);
 
 }  // namespace
 
-size_t ShmDirect::AreaBytes() { return 2 * kHalfBytes; }
+size_t ShmDirect::AreaBytes() { return 2 * (kHeaderBytes + kHalfBytes); }
 
 ShmDirect::ShmDirect(Peers& peers, const CollectiveArgs& args)
     : peers_(peers), arena_(*peers.arena()), args_(args), sources_(arena_.local_size()) {}
 
+std::byte* ShmDirect::Header(int local_rank, uint64_t round) const {
+  return arena_.area(local_rank) + (round % 2) * (kHeaderBytes + kHalfBytes);
+}
+
 std::byte* ShmDirect::Half(int local_rank, uint64_t round) const {
-  return arena_.area(local_rank) + (round % 2) * kHalfBytes;
+  return Header(local_rank, round) + kHeaderBytes;
 }
 
 absl::Status ShmDirect::WaitAll(int counter, uint64_t round) {
@@ -59,19 +62,13 @@ absl::StatusOr<std::byte*> ShmDirect::BeginRound(uint64_t round) {
 }
 
 void ShmDirect::PublishFingerprint(uint64_t round) {
-  uint64_t words[kFingerprintWords];
-  std::memcpy(words, &peers_.envelope(), sizeof(words));
-  const int base = kFingerprint + kFingerprintWords * static_cast<int>(round % 2);
-  for (int i = 0; i < kFingerprintWords; ++i) arena_.Publish(base + i, words[i]);
+  std::memcpy(Header(arena_.local_rank(), round), &peers_.envelope(), sizeof(Envelope));
 }
 
 absl::Status ShmDirect::CheckFingerprint(int local_rank, uint64_t round) const {
   if (round != first_round_ || local_rank == arena_.local_rank()) return absl::OkStatus();
-  uint64_t words[kFingerprintWords];
-  const int base = kFingerprint + kFingerprintWords * static_cast<int>(round % 2);
-  for (int i = 0; i < kFingerprintWords; ++i) words[i] = arena_.Read(local_rank, base + i);
   Envelope theirs;
-  std::memcpy(&theirs, words, sizeof(theirs));
+  std::memcpy(&theirs, Header(local_rank, round), sizeof(theirs));
   const Envelope& mine = peers_.envelope();
   if (theirs == mine) return absl::OkStatus();
   return absl::FailedPreconditionError(

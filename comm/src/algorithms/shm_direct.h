@@ -13,8 +13,7 @@
 // flags, so there is nothing to clean up between operations.
 #pragma once
 
-#include <vector>
-
+#include "absl/container/inlined_vector.h"
 #include "algorithms/algorithm.h"
 
 namespace weft {
@@ -31,7 +30,10 @@ class ShmDirect final : public Algorithm {
   // Starts round `round` in arena half round % 2: waits until every rank is done with the round
   // that used this half before, and returns this rank's half.
   absl::StatusOr<std::byte*> BeginRound(uint64_t round);
+  // The data of local rank `local_rank`'s half for `round`, and the cache line before it that
+  // carries the fingerprint.
   std::byte* Half(int local_rank, uint64_t round) const;
+  std::byte* Header(int local_rank, uint64_t round) const;
   absl::Status WaitAll(int counter, uint64_t round);
   // Operation fingerprints: published with the first round of an operation and compared by
   // every rank that waited on the publisher, so a mismatched collective fails on the spot.
@@ -58,7 +60,7 @@ class ShmDirect final : public Algorithm {
   Peers& peers_;
   ShmArena& arena_;
   const CollectiveArgs args_;
-  std::vector<const void*> sources_;
+  absl::InlinedVector<const void*, 8> sources_;  // per-round ReduceMany inputs
   uint64_t first_round_ = 0;  // the round that carries this operation's fingerprint
 };
 
