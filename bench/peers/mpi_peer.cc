@@ -1,7 +1,7 @@
 // mpi_peer: the MPI library's collectives measured and printed like nccl-tests (peer_driver.h),
 // so that compare-peers sets Open MPI's numbers beside Weft's. One collective per run:
 //
-//   mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 --mca btl self,vader \
+//   mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 --mca btl self,vader
 //       mpi_peer --collective all_reduce -b 8 -e 256M -f 4 [-d float|double|int32] [-o sum]
 //
 // all_reduce is MPI_Allreduce, reduce_scatter MPI_Reduce_scatter_block, all_gather
@@ -14,6 +14,7 @@
 #include <climits>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,12 +102,12 @@ class MpiCase : public PeerCase {
     void* recv = buffers_.recv();
     switch (collective_) {
       case Collective::kAllReduce:
-        return MpiStatus(MPI_Allreduce(send, recv, static_cast<int>(g.count), type_, op_,
-                                       MPI_COMM_WORLD),
-                         "MPI_Allreduce");
+        return MpiStatus(
+            MPI_Allreduce(send, recv, static_cast<int>(g.count), type_, op_, MPI_COMM_WORLD),
+            "MPI_Allreduce");
       case Collective::kReduceScatter:
-        return MpiStatus(MPI_Reduce_scatter_block(send, recv, static_cast<int>(g.recv_count),
-                                                  type_, op_, MPI_COMM_WORLD),
+        return MpiStatus(MPI_Reduce_scatter_block(send, recv, static_cast<int>(g.recv_count), type_,
+                                                  op_, MPI_COMM_WORLD),
                          "MPI_Reduce_scatter_block");
       case Collective::kAllGather:
         return MpiStatus(MPI_Allgather(send, static_cast<int>(g.send_count), type_, recv,
@@ -202,15 +203,14 @@ int Main(int argc, char** argv) {
   if (options.ok()) {
     collective = ParseCollective(options->collective);
     if (!collective) {
-      options = absl::InvalidArgumentError(absl::StrCat(
-          "--collective '", options->collective,
-          "': expected all_reduce, reduce_scatter, all_gather or broadcast"));
+      options = absl::InvalidArgumentError(
+          absl::StrCat("--collective '", options->collective,
+                       "': expected all_reduce, reduce_scatter, all_gather or broadcast"));
     }
   }
   if (options.ok() && options->max_bytes / SizeOf(options->type) > INT_MAX) {
-    options = absl::InvalidArgumentError(
-        absl::StrCat("-e ", options->max_bytes, ": MPI counts are int, at most ", INT_MAX,
-                     " elements"));
+    options = absl::InvalidArgumentError(absl::StrCat(
+        "-e ", options->max_bytes, ": MPI counts are int, at most ", INT_MAX, " elements"));
   }
   if (!options.ok()) {
     if (runtime.rank() == 0) {
@@ -225,8 +225,7 @@ int Main(int argc, char** argv) {
   const std::string banner = Banner(runtime.size());
   absl::StatusOr<int64_t> wrong = RunSweep(
       *options, *collective, banner, runtime,
-      [&](const Geometry& geometry,
-          bool in_place) -> absl::StatusOr<std::unique_ptr<PeerCase>> {
+      [&](const Geometry& geometry, bool in_place) -> absl::StatusOr<std::unique_ptr<PeerCase>> {
         return std::make_unique<MpiCase>(*collective, geometry, *options, runtime.rank(),
                                          runtime.size(), in_place);
       });

@@ -122,8 +122,8 @@ std::string TableRow(Collective collective, const Geometry& geometry, DataType t
   for (const HalfRow* half : {&out_of_place, &in_place}) {
     const double algbw = half->seconds > 0 ? geometry.bytes / half->seconds / 1e9 : 0;
     const double busbw = BusBandwidth(collective, geometry, ranks, half->seconds);
-    absl::StrAppendFormat(&row, "  %7s  %6s  %6s", Number(half->seconds * 1e6, 7),
-                          Number(algbw, 6), Number(busbw, 6));
+    absl::StrAppendFormat(&row, "  %7s  %6s  %6s", Number(half->seconds * 1e6, 7), Number(algbw, 6),
+                          Number(busbw, 6));
     if (checked) {
       absl::StrAppendFormat(&row, "  %6g", static_cast<double>(half->wrong));
     } else {

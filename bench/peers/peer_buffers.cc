@@ -55,9 +55,8 @@ void PeerBuffers::Fill() {
     }
     if (rank_ != 0) return;
   }
-  const size_t base = collective_ == Collective::kAllGather
-                          ? static_cast<size_t>(rank_) * geometry_.send_count
-                          : 0;
+  const size_t base =
+      collective_ == Collective::kAllGather ? static_cast<size_t>(rank_) * geometry_.send_count : 0;
   for (size_t i = 0; i < geometry_.send_count; ++i) StoreInput(rank_, base + i, send_ + i * es);
 }
 

@@ -19,8 +19,8 @@ namespace weft::peers {
 
 class PeerBuffers {
  public:
-  PeerBuffers(Collective collective, const Geometry& geometry, DataType type, ReduceOp op,
-              int rank, int ranks, bool in_place);
+  PeerBuffers(Collective collective, const Geometry& geometry, DataType type, ReduceOp op, int rank,
+              int ranks, bool in_place);
 
   void* send() { return send_; }
   void* recv() { return recv_; }

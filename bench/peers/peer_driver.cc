@@ -71,11 +71,10 @@ absl::StatusOr<int64_t> RunSweep(const PeerOptions& options, Collective collecti
       if (!op.ok()) return op.status();
       absl::StatusOr<HalfRow> half = MeasureHalf(options, runtime, **op);
       if (!half.ok()) {
-        return absl::Status(half.status().code(),
-                            absl::StrCat("rank ", runtime.rank(), " ", Name(collective), " ",
-                                         geometry.bytes, " B ",
-                                         in_place ? "in-place" : "out-of-place", ": ",
-                                         half.status().message()));
+        return absl::Status(
+            half.status().code(),
+            absl::StrCat("rank ", runtime.rank(), " ", Name(collective), " ", geometry.bytes, " B ",
+                         in_place ? "in-place" : "out-of-place", ": ", half.status().message()));
       }
       halves[in_place] = *half;
       wrong += half->wrong;

@@ -45,12 +45,11 @@ bool ParseInt(const char* text, int min, int max, int* out) {
 }  // namespace
 
 std::string PeerUsage(const char* prog) {
-  return absl::StrCat(
-      "usage: ", prog,
-      " [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters]\n"
-      "          [-w warmup] [-c check] [-a 0|1|2|3] [-o sum|prod|min|max]\n"
-      "          [-d float|double|int32] [-T timeout_s] [--collective name]\n"
-      "          [--algorithm list] [--store dir]\n");
+  return absl::StrCat("usage: ", prog,
+                      " [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes] [-n iters]\n"
+                      "          [-w warmup] [-c check] [-a 0|1|2|3] [-o sum|prod|min|max]\n"
+                      "          [-d float|double|int32] [-T timeout_s] [--collective name]\n"
+                      "          [--algorithm list] [--store dir]\n");
 }
 
 absl::StatusOr<PeerOptions> ParsePeerOptions(int argc, char** argv) {
@@ -113,8 +112,7 @@ absl::StatusOr<PeerOptions> ParsePeerOptions(int argc, char** argv) {
       }
       case 'd': {
         std::optional<DataType> type = ParseDataType(optarg);
-        ok = type == DataType::kFloat32 || type == DataType::kFloat64 ||
-             type == DataType::kInt32;
+        ok = type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kInt32;
         if (ok) o.type = *type;
         break;
       }
@@ -128,9 +126,8 @@ absl::StatusOr<PeerOptions> ParsePeerOptions(int argc, char** argv) {
         o.store_dir = optarg;
         break;
       default:
-        return absl::InvalidArgumentError(
-            absl::StrCat("unknown option or missing value: '", argv[optind - 1], "'\n",
-                         PeerUsage(argv[0])));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "unknown option or missing value: '", argv[optind - 1], "'\n", PeerUsage(argv[0])));
     }
     if (!ok) {
       return absl::InvalidArgumentError(absl::StrCat("bad value '", optarg, "' for -",
@@ -143,8 +140,8 @@ absl::StatusOr<PeerOptions> ParsePeerOptions(int argc, char** argv) {
         absl::StrCat("unexpected argument '", argv[optind], "'\n", PeerUsage(argv[0])));
   }
   if (o.min_bytes > o.max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("-b ", o.min_bytes, " exceeds -e ",
-                                                   o.max_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("-b ", o.min_bytes, " exceeds -e ", o.max_bytes));
   }
   return o;
 }

@@ -114,6 +114,9 @@ void Engine::Execute(internal::OpState& state) {
 
 void Engine::RunQueued(const internal::OpState* until) {
   while (until == nullptr || !until->done.load(std::memory_order_acquire)) {
+    // The progress thread yields the queue to a caller waiting to run it: the caller then pays
+    // no hand-off, and the two never compete for the cores.
+    if (until == nullptr && inline_waiters_.load(std::memory_order_acquire) > 0) return;
     std::shared_ptr<internal::OpState> next;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -130,6 +133,13 @@ absl::Status Engine::WaitFor(internal::OpState& op, absl::Duration timeout) {
   // Running inline is only allowed when the operation's own deadline ends it before the
   // caller's timeout would: otherwise a short Wait could not return on time.
   const bool may_run_inline = timeout >= op_timeout_;
+  if (may_run_inline) inline_waiters_.fetch_add(1, std::memory_order_acq_rel);
+  struct Leave {
+    std::atomic<int>* waiters;
+    ~Leave() {
+      if (waiters != nullptr) waiters->fetch_sub(1, std::memory_order_acq_rel);
+    }
+  } leave{may_run_inline ? &inline_waiters_ : nullptr};
   Backoff backoff;
   while (!op.done.load(std::memory_order_acquire)) {
     if (may_run_inline && exec_mu_.try_lock()) {
@@ -192,6 +202,10 @@ void Engine::ProgressLoop() {
     const absl::Duration age = last_activity - queue_.front()->submitted;
     if (age < kCallerGrace) {
       sleep_for(kCallerGrace - age);
+      continue;
+    }
+    if (inline_waiters_.load(std::memory_order_acquire) > 0) {
+      sleep_for(kActivePoll);  // a caller is about to run the queue itself
       continue;
     }
     lock.unlock();

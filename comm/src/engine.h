@@ -93,7 +93,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const std::string describe_rank_;
   const absl::Duration op_timeout_;
   std::atomic<bool> aborted_{false};
-  std::atomic<bool> failed_{false};  // sticky_error_ is set: spares the lock on the fast path
+  std::atomic<bool> failed_{false};
+  std::atomic<int> inline_waiters_{0};  // callers in WaitFor that may run the queue themselves  //
+                                        // sticky_error_ is set: spares the lock on the fast path
 
   // std::mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   std::mutex mu_;

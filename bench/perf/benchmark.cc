@@ -1,0 +1,306 @@
+#include "perf/benchmark.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "perf/test_data.h"
+
+namespace weft::perf {
+namespace {
+
+constexpr size_t kAlignment = 4096;
+
+// Operations issued and not yet waited for. Issuing stalls once kMaxInFlight are outstanding,
+// as launching does on a full CUDA stream, so a long -n or -w neither queues millions of
+// operations nor times their allocation.
+class InFlight {
+ public:
+  static constexpr size_t kMaxInFlight = 1024;
+
+  absl::Status Add(const Work& work) {
+    works_.push_back(work);
+    if (works_.size() <= kMaxInFlight) return absl::OkStatus();
+    const absl::Status oldest = works_.front().Wait();
+    works_.pop_front();
+    return oldest;
+  }
+
+  // Operations finish in issue order and a failure fails every later one, so the last one's
+  // status is everyone's.
+  absl::Status WaitAll() {
+    const absl::Status last = works_.empty() ? absl::OkStatus() : works_.back().Wait();
+    works_.clear();
+    return last;
+  }
+
+ private:
+  std::deque<Work> works_;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+absl::Status Annotate(const absl::Status& status, const std::string& what) {
+  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+}
+
+// The next size of the sweep, or 0 when it would pass -e.
+size_t NextSize(size_t size, const Options& o) {
+  if (o.step_factor > 1) {
+    if (size > o.max_bytes / static_cast<size_t>(o.step_factor)) return 0;
+    return size * static_cast<size_t>(o.step_factor);
+  }
+  if (o.step_bytes > o.max_bytes - size) return 0;
+  return size + o.step_bytes;
+}
+
+}  // namespace
+
+Benchmark::Benchmark(Communicator& comm, const Options& options, const Collective& collective,
+                     Report& report)
+    : comm_(comm),
+      options_(options),
+      collective_(collective),
+      report_(report),
+      rank_(comm.rank()),
+      ranks_(comm.size()),
+      send_buffer_(nullptr, std::free),
+      recv_buffer_(nullptr, std::free) {}
+
+Benchmark::~Benchmark() = default;
+
+absl::Status Benchmark::Run() {
+  if (collective_.rooted() && options_.root >= ranks_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-r ", options_.root, " is not a rank: the job has ", ranks_, " ranks"));
+  }
+  // Room for the largest size plus -u elements of the widest type (8 bytes), rounded to pages.
+  const size_t wanted = options_.max_bytes + 8 * static_cast<size_t>(options_.unalign);
+  buffer_bytes_ = std::max<size_t>(kAlignment, (wanted + kAlignment - 1) / kAlignment * kAlignment);
+  for (auto* buffer : {&send_buffer_, &recv_buffer_}) {
+    buffer->reset(static_cast<std::byte*>(std::aligned_alloc(kAlignment, buffer_bytes_)));
+    if (*buffer == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat("rank ", rank_, ": allocating 2 buffers of ",
+                                                       buffer_bytes_, " bytes for -e ",
+                                                       options_.max_bytes, " failed: lower -e"));
+    }
+    std::memset(buffer->get(), 0, buffer_bytes_);  // touch every page before timing
+  }
+  std::vector<int> roots;
+  if (!collective_.rooted()) {
+    roots = {-1};
+  } else if (options_.root == -1) {
+    for (int r = 0; r < ranks_; ++r) roots.push_back(r);
+  } else {
+    roots = {options_.root};
+  }
+  const std::vector<ReduceOp> ops = collective_.op_column() == OpColumn::kOperator
+                                        ? options_.ops
+                                        : std::vector<ReduceOp>{ReduceOp::kSum};
+  for (DataType type : options_.types) {
+    for (ReduceOp op : ops) {
+      for (int root : roots) {
+        if (absl::Status s = TimeTest(type, op, root); !s.ok()) return s;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+Benchmark::Case Benchmark::MakeCase(size_t size, DataType type, ReduceOp op, int root,
+                                    bool in_place) const {
+  const size_t es = SizeOf(type);
+  Case c{.layout = collective_.GetLayout(size / es, es, ranks_),
+         .type = type,
+         .op = op,
+         .root = root,
+         .in_place = in_place,
+         .bytes = 0};
+  c.bytes = std::max(c.layout.send_count, c.layout.recv_count) * es;
+  return c;
+}
+
+absl::Status Benchmark::TimeTest(DataType type, ReduceOp op, int root) {
+  if (absl::Status s = Barrier(); !s.ok()) return s;
+  // Warm-up: every size from -b, doubling, as nccl-tests does whatever the step.
+  for (size_t size = options_.min_bytes; size <= options_.max_bytes; size *= 2) {
+    const Case c = MakeCase(size, type, op, root, false);
+    InFlight warmup;
+    for (int i = 0; i < options_.warmup_iters; ++i) {
+      absl::StatusOr<Work> issued = Issue(c, i, false);
+      if (!issued.ok()) return Annotate(issued.status(), "warm-up");
+      if (absl::Status s = warmup.Add(*issued); !s.ok()) return Annotate(s, "warm-up");
+    }
+    if (absl::Status s = warmup.WaitAll(); !s.ok()) return Annotate(s, "warm-up");
+    if (size == 0 || size > options_.max_bytes / 2) break;
+  }
+  const char* redop = collective_.op_column() == OpColumn::kNone ? "none" : Name(op);
+  for (int cycle = 1; options_.run_cycles == 0 || cycle <= options_.run_cycles; ++cycle) {
+    for (size_t size = options_.min_bytes;; size = NextSize(size, options_)) {
+      const Case out_of_place = MakeCase(size, type, op, root, false);
+      report_.BeginRow(static_cast<int64_t>(out_of_place.bytes),
+                       static_cast<int64_t>(out_of_place.layout.param_count), Name(type), redop,
+                       root);
+      for (bool in_place : {false, true}) {
+        const Case c = MakeCase(size, type, op, root, in_place);
+        Measurement m{.cycle = cycle,
+                      .bytes = static_cast<int64_t>(c.bytes),
+                      .count = static_cast<int64_t>(c.layout.param_count),
+                      .type = Name(type),
+                      .redop = redop,
+                      .root = root,
+                      .in_place = in_place,
+                      .wrong = std::nullopt};
+        if (absl::Status s = BenchTime(c, &m); !s.ok()) {
+          return Annotate(s, absl::StrCat(c.bytes, " B ", Name(type), " ", redop, " root ", root,
+                                          in_place ? " in-place" : " out-of-place"));
+        }
+        report_.AddHalf(m);
+      }
+      report_.EndRow();
+      if (NextSize(size, options_) == 0) break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Benchmark::BenchTime(const Case& c, Measurement* out) {
+  // Valid inputs for the timed operations (garbage could hold NaNs and denormals, which reduce
+  // slowly); the results are not looked at.
+  TestData(c.type, c.op, collective_.reduces(), ranks_, 0)
+      .FillInput(rank_, const_cast<void*>(At(c, 0).send),
+                 collective_.InputCount(c.layout, rank_, c.root));
+  absl::StatusOr<Work> sync = Issue(c, 0, false);
+  if (!sync.ok()) return sync.status();
+  if (absl::Status s = sync->Wait(); !s.ok()) return Annotate(s, "untimed operation");
+  if (absl::Status s = Barrier(); !s.ok()) return s;
+
+  const bool grouped = collective_.grouped() && options_.agg_iters > 1;
+  InFlight timed;
+  const Clock::time_point start = Clock::now();
+  for (int iter = 0; iter < options_.iters; ++iter) {
+    if (grouped) comm_.GroupStart();
+    for (int a = 0; a < options_.agg_iters; ++a) {
+      absl::StatusOr<Work> issued = Issue(c, iter * options_.agg_iters + a, grouped);
+      if (!issued.ok()) return Annotate(issued.status(), "timed iteration");
+      if (!grouped) {
+        if (absl::Status s = timed.Add(*issued); !s.ok()) return Annotate(s, "timed iteration");
+      }
+    }
+    if (grouped) {
+      const Work group = comm_.GroupEnd();
+      if (absl::Status s = timed.Add(group); !s.ok()) return Annotate(s, "timed iteration");
+      if (options_.blocking > 0) {
+        if (absl::Status s = group.Wait(); !s.ok()) return Annotate(s, "timed iteration");
+        if (options_.blocking == 1) {
+          if (absl::Status s = Barrier(); !s.ok()) return s;
+        }
+      }
+    }
+  }
+  const double ops = static_cast<double>(options_.iters) * options_.agg_iters;
+  const double issue_seconds = Seconds(Clock::now() - start) / ops;
+  if (absl::Status s = timed.WaitAll(); !s.ok()) return Annotate(s, "timed iterations");
+  absl::StatusOr<double> seconds = CombineTime(Seconds(Clock::now() - start) / ops);
+  if (!seconds.ok()) return seconds.status();
+
+  out->algbw = static_cast<double>(c.bytes) / 1e9 / *seconds;
+  out->busbw = out->algbw * collective_.BusFactor(ranks_);
+  out->time_us = (options_.report_cputime ? issue_seconds : *seconds) * 1e6;
+  if (absl::Status s = Barrier(); !s.ok()) return s;
+
+  absl::StatusOr<std::optional<int64_t>> wrong = Check(c);
+  if (!wrong.ok()) return wrong.status();
+  out->wrong = *wrong;
+  return absl::OkStatus();
+}
+
+Benchmark::Pointers Benchmark::At(const Case& c, int iter) const {
+  const size_t es = SizeOf(c.type);
+  const size_t steps = c.bytes > 0 ? std::max<size_t>(1, options_.max_bytes / c.bytes) : 1;
+  const size_t shift = c.bytes * (static_cast<size_t>(iter) % steps);
+  const size_t unalign = static_cast<size_t>(options_.unalign) * es;
+  std::byte* send = send_buffer_.get() + unalign + shift;
+  std::byte* recv = recv_buffer_.get() + unalign + shift;
+  if (!c.in_place) return {send, recv};
+  const size_t rank = static_cast<size_t>(rank_);
+  return {recv + c.layout.send_in_place_offset * rank * es,
+          recv + c.layout.recv_in_place_offset * rank * es};
+}
+
+absl::StatusOr<Work> Benchmark::Issue(const Case& c, int iter, bool in_group) {
+  const Pointers p = At(c, iter);
+  Work work = collective_.Run(comm_, p.send, p.recv, c.layout.param_count, c.type, c.op, c.root);
+  if (options_.blocking > 0 && !in_group) {
+    if (absl::Status s = work.Wait(); !s.ok()) return s;
+    if (options_.blocking == 1) {
+      if (absl::Status s = Barrier(); !s.ok()) return s;
+    }
+  }
+  return work;
+}
+
+absl::StatusOr<std::optional<int64_t>> Benchmark::Check(const Case& c) {
+  if (options_.check == 0 || (c.in_place && !collective_.checks_in_place())) return std::nullopt;
+  const size_t es = SizeOf(c.type);
+  const std::vector<Block> expected = collective_.Expected(c.layout, rank_, ranks_, c.root);
+  int64_t wrong = 0;
+  for (int i = 0; i < options_.check && wrong == 0; ++i) {
+    const TestData data(c.type, c.op, collective_.reduces(), ranks_, ++check_seed_);
+    const Pointers p = At(c, 0);
+    // Clear the receive region first: in place the send region lies inside it.
+    std::memset(p.recv, 0, c.layout.recv_count * es);
+    data.FillInput(rank_, const_cast<void*>(p.send),
+                   collective_.InputCount(c.layout, rank_, c.root));
+    absl::StatusOr<Work> work = Issue(c, 0, false);
+    if (!work.ok()) return work.status();
+    if (absl::Status s = work->Wait(); !s.ok()) return Annotate(s, "check operation");
+    InjectErrors(c, p.recv);
+    int64_t counts[2] = {0, 0};  // wrong elements; ranks that found any
+    for (const Block& block : expected) counts[0] += data.CountWrong(p.recv, block);
+    counts[1] = counts[0] > 0 ? 1 : 0;
+    if (absl::Status s =
+            comm_.AllReduce(counts, counts, 2, DataType::kInt64, ReduceOp::kSum).Wait();
+        !s.ok()) {
+      return Annotate(s, "summing wrong values over ranks");
+    }
+    report_.CountFailedChecks(static_cast<int>(counts[1]));
+    wrong = counts[0];
+  }
+  return wrong;
+}
+
+void Benchmark::InjectErrors(const Case& c, void* recv) const {
+  const size_t es = SizeOf(c.type);
+  int64_t left = options_.inject_errors;
+  for (const Block& block : collective_.Expected(c.layout, rank_, ranks_, c.root)) {
+    auto* elements = static_cast<std::byte*>(recv) + block.recv_offset * es;
+    for (size_t i = 0; i < block.count && left > 0; ++i, --left) elements[i * es] ^= std::byte{1};
+  }
+}
+
+absl::StatusOr<double> Benchmark::CombineTime(double seconds) {
+  if (options_.average == 0) return seconds;  // rank 0 prints its own
+  const ReduceOp op = options_.average == 2   ? ReduceOp::kMin
+                      : options_.average == 3 ? ReduceOp::kMax
+                                              : ReduceOp::kSum;
+  double combined = seconds;
+  if (absl::Status s = comm_.AllReduce(&combined, &combined, 1, DataType::kFloat64, op).Wait();
+      !s.ok()) {
+    return Annotate(s, "combining times over ranks");
+  }
+  return options_.average == 1 ? combined / ranks_ : combined;
+}
+
+absl::Status Benchmark::Barrier() {
+  if (absl::Status s = comm_.Barrier().Wait(); !s.ok()) return Annotate(s, "barrier");
+  return absl::OkStatus();
+}
+
+}  // namespace weft::perf

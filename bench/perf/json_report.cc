@@ -1,0 +1,149 @@
+#include "perf/json_report.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace weft::perf {
+namespace {
+
+std::string Quote(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          absl::StrAppendFormat(&out, "\\u%04x", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string Number(double value) {
+  if (!std::isfinite(value)) return "null";
+  return absl::StrFormat("%.10g", value);
+}
+
+std::string Bool(bool value) { return value ? "true" : "false"; }
+
+std::string Now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local;
+  localtime_r(&now, &local);
+  char text[64];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &local);
+  return text;
+}
+
+void AppendMember(std::string* list, const std::string& member) {
+  if (!list->empty()) *list += ",\n    ";
+  *list += member;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<JsonReport>> JsonReport::Create(const std::string& path) {
+  std::string candidate = path;
+  for (int attempt = 0; attempt <= 1000; ++attempt) {
+    std::FILE* file = std::fopen(candidate.c_str(), "wx");
+    if (file != nullptr) return std::unique_ptr<JsonReport>(new JsonReport(file, candidate));
+    if (errno != EEXIST) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("creating ", candidate, ": ", std::strerror(errno)));
+    }
+    candidate = absl::StrCat(path, ".", attempt);
+  }
+  return absl::AlreadyExistsError(
+      absl::StrCat(path, " and ", path, ".0 to .999 all exist: remove some"));
+}
+
+JsonReport::JsonReport(std::FILE* file, std::string path)
+    : file_(file), path_(std::move(path)), start_time_(Now()) {}
+
+JsonReport::~JsonReport() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void JsonReport::SetRun(const Options& o, const std::string& program, int ranks) {
+  std::vector<std::string> args;
+  for (const std::string& arg : o.args) args.push_back(Quote(arg));
+  const std::string step = o.step_factor > 1 ? absl::StrCat("\"step_factor\": ", o.step_factor)
+                                             : absl::StrCat("\"step_bytes\": ", o.step_bytes);
+  run_ = absl::StrCat(
+      "  \"program\": ", Quote(program), ",\n  \"weft_version\": ", Quote(WEFT_VERSION_STRING),
+      ",\n  \"start_time\": ", Quote(start_time_), ",\n  \"args\": [", absl::StrJoin(args, ", "),
+      "],\n  \"config\": {\"ranks\": ", ranks, ", \"minimum_bytes\": ", o.min_bytes,
+      ", \"maximum_bytes\": ", o.max_bytes, ", ", step, ", \"warmup_iters\": ", o.warmup_iters,
+      ", \"iterations\": ", o.iters, ", \"aggregated_iterations\": ", o.agg_iters,
+      ", \"run_cycles\": ", o.run_cycles, ", \"validation\": ", o.check,
+      ", \"blocking\": ", o.blocking, ", \"average\": ", o.average,
+      ", \"report_cputime\": ", Bool(o.report_cputime), ", \"unalign\": ", o.unalign,
+      ", \"timeout_s\": ", o.timeout_s, ", \"algorithm\": ", Quote(o.algorithm),
+      ", \"inject_errors\": ", o.inject_errors, "}");
+}
+
+void JsonReport::SetDevices(const std::vector<RankInfo>& devices) {
+  devices_.clear();
+  for (const RankInfo& d : devices) {
+    AppendMember(&devices_,
+                 absl::StrCat("{\"rank\": ", d.rank, ", \"group\": 0, \"pid\": ", d.pid,
+                              ", \"hostname\": ", Quote(d.hostname), ", \"device\": ", d.local_rank,
+                              ", \"device_info\": ", Quote(d.device), "}"));
+  }
+}
+
+void JsonReport::Add(const Measurement& m) {
+  AppendMember(
+      &results_,
+      absl::StrCat("{\"cycle\": ", m.cycle, ", \"size\": ", m.bytes, ", \"count\": ", m.count,
+                   ", \"type\": ", Quote(m.type), ", \"redop\": ", Quote(m.redop), ", \"root\": ",
+                   m.root, ", \"placement\": ", Quote(m.in_place ? "in-place" : "out-of-place"),
+                   ", \"time_us\": ", Number(m.time_us), ", \"algbw\": ", Number(m.algbw),
+                   ", \"busbw\": ", Number(m.busbw),
+                   ", \"wrong\": ", m.wrong.has_value() ? absl::StrCat(*m.wrong) : "null", "}"));
+}
+
+absl::Status JsonReport::Finish(int out_of_bounds, double average_busbw,
+                                std::optional<double> min_bw, bool bandwidth_ok,
+                                const std::vector<std::string>& errors) {
+  std::vector<std::string> quoted;
+  for (const std::string& e : errors) quoted.push_back(Quote(e));
+  const std::string document =
+      absl::StrCat("{\n  \"version\": 1,\n", run_, ",\n  \"devices\": [\n    ", devices_,
+                   "\n  ],\n  \"results\": [\n    ", results_,
+                   "\n  ],\n  \"out_of_bounds\": {\"count\": ", out_of_bounds,
+                   ", \"okay\": ", Bool(out_of_bounds == 0),
+                   "},\n  \"average_bus_bandwidth\": {\"bandwidth\": ", Number(average_busbw),
+                   ", \"minimum\": ", min_bw ? Number(*min_bw) : "null",
+                   ", \"okay\": ", Bool(bandwidth_ok), "},\n  \"errors\": [",
+                   absl::StrJoin(quoted, ", "), "],\n  \"end_time\": ", Quote(Now()), "\n}\n");
+  const bool written = std::fwrite(document.data(), 1, document.size(), file_) == document.size();
+  const bool closed = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (!written || !closed) {
+    return absl::DataLossError(absl::StrCat("writing ", path_, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weft::perf

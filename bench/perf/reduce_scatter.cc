@@ -1,0 +1,43 @@
+// reduce_scatter_perf: rank r receives the reduction of block r of every rank's send buffer.
+#include "perf/collective.h"
+
+namespace weft::perf {
+namespace {
+
+class ReduceScatter final : public Collective {
+ public:
+  const char* name() const override { return "reduce_scatter"; }
+  OpColumn op_column() const override { return OpColumn::kOperator; }
+  bool reduces() const override { return true; }
+  bool rooted() const override { return false; }
+
+  // The size is the whole send buffer; in place, each rank's result is its block of it.
+  Layout GetLayout(size_t count, size_t element_size, int ranks) const override {
+    const size_t block = PerRankCount(count, element_size, ranks);
+    return {.send_count = block * ranks,
+            .recv_count = block,
+            .param_count = block,
+            .recv_in_place_offset = block};
+  }
+  double BusFactor(int ranks) const override { return static_cast<double>(ranks - 1) / ranks; }
+
+  size_t InputCount(const Layout& layout, int, int) const override { return layout.send_count; }
+  std::vector<Block> Expected(const Layout& layout, int rank, int, int) const override {
+    return {
+        {.recv_offset = 0, .count = layout.recv_count, .source_index = rank * layout.recv_count}};
+  }
+
+  Work Run(Communicator& comm, const void* send, void* recv, size_t count, DataType type,
+           ReduceOp op, int) const override {
+    return comm.ReduceScatter(send, recv, count, type, op);
+  }
+};
+
+}  // namespace
+
+const Collective& PerfCollective() {
+  static const ReduceScatter collective;
+  return collective;
+}
+
+}  // namespace weft::perf

@@ -1,0 +1,241 @@
+#include "perf_output.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+
+namespace weft::testing {
+
+const char* const kResultHeader[3] = {
+    "#                                                              out-of-place                 "
+    "      in-place          ",
+    "#       size         count      type   redop    root     time   algbw   busbw  #wrong     "
+    "time   algbw   busbw  #wrong ",
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             "
+    "(us)  (GB/s)  (GB/s)         ",
+};
+
+const char* const kResultHeaderCputime =
+    "#       size         count      type   redop    root  cputime   algbw   busbw  #wrong  "
+    "cputime   algbw   busbw  #wrong ";
+
+namespace {
+
+constexpr int kRowWidth = 52 + 2 * 33;
+
+// A right-aligned field of exactly `width` characters: leading spaces, then one token.
+bool Field(absl::string_view line, size_t at, size_t width, std::string* token) {
+  if (line.size() < at + width) return false;
+  absl::string_view cell = line.substr(at, width);
+  absl::string_view trimmed = absl::StripLeadingAsciiWhitespace(cell);
+  if (trimmed.empty() || absl::StrContains(trimmed, ' ')) return false;
+  *token = std::string(trimmed);
+  return true;
+}
+
+bool Gap(absl::string_view line, size_t at) { return line.substr(at, 2) == "  "; }
+
+// nccl-tests' rule for a number in a column `width` wide, checked on the printed text.
+bool FollowsNumberRule(const std::string& text, int width) {
+  double value = 0;
+  if (!absl::SimpleAtod(text, &value)) return false;
+  int power = 0;
+  for (double limit = 1; value >= limit && power <= 20; limit *= 10) ++power;
+  const size_t dot = text.find('.');
+  const int decimals = dot == std::string::npos ? 0 : static_cast<int>(text.size() - dot - 1);
+  const bool exponent = absl::StrContains(text, 'e');
+  if (power < width - 2) return !exponent && decimals == 2;
+  if (power < width - 1) return !exponent && decimals == 1;
+  if (power < width + 1) return !exponent && dot == std::string::npos;
+  return exponent;
+}
+
+std::optional<PerfRow> ParseRow(absl::string_view line, std::string* problem) {
+  if (static_cast<int>(line.size()) != kRowWidth) {
+    *problem = absl::StrCat("row is ", line.size(), " characters, not ", kRowWidth);
+    return std::nullopt;
+  }
+  PerfRow row;
+  std::string size, count, root;
+  if (!Field(line, 0, 12, &size) || !Gap(line, 12) || !Field(line, 14, 12, &count) ||
+      !Gap(line, 26) || !Field(line, 28, 8, &row.type) || !Gap(line, 36) ||
+      !Field(line, 38, 6, &row.redop) || !Gap(line, 44) || !Field(line, 46, 6, &root) ||
+      !absl::SimpleAtoi(size, &row.size) || !absl::SimpleAtoi(count, &row.count) ||
+      !absl::SimpleAtoi(root, &row.root)) {
+    *problem = "size/count/type/redop/root columns are not %12li  %12li  %8s  %6s  %6i";
+    return std::nullopt;
+  }
+  for (int h = 0; h < 2; ++h) {
+    const size_t at = 52 + 33 * h;
+    std::string time, algbw, busbw, wrong;
+    if (!Gap(line, at) || !Field(line, at + 2, 7, &time) || !Gap(line, at + 9) ||
+        !Field(line, at + 11, 6, &algbw) || !Gap(line, at + 17) ||
+        !Field(line, at + 19, 6, &busbw) || !Gap(line, at + 25) ||
+        !Field(line, at + 27, 6, &wrong)) {
+      *problem = "a half is not '  %7s  %6s  %6s  %6s'";
+      return std::nullopt;
+    }
+    if (!FollowsNumberRule(time, 7) || !FollowsNumberRule(algbw, 6) ||
+        !FollowsNumberRule(busbw, 6)) {
+      *problem = "time/algbw/busbw break the %.2f/%.1f/%.0f/exponent rule";
+      return std::nullopt;
+    }
+    PerfHalf& half = row.half[h];
+    (void)absl::SimpleAtod(time, &half.time_us);
+    (void)absl::SimpleAtod(algbw, &half.algbw);
+    (void)absl::SimpleAtod(busbw, &half.busbw);
+    if (wrong != "N/A") {
+      double value = 0;
+      if (!absl::SimpleAtod(wrong, &value) || value < 0 || value != std::floor(value)) {
+        *problem = "#wrong is neither a count nor N/A";
+        return std::nullopt;
+      }
+      half.wrong = static_cast<int64_t>(value);
+    }
+  }
+  return row;
+}
+
+}  // namespace
+
+PerfOutput ParsePerfOutput(const std::string& text) {
+  PerfOutput out;
+  enum class Stage {
+    kPreamble,
+    kTable,
+    kFooterBandwidth,
+    kFooterHash,
+    kConcluded,
+    kLastHash,
+    kEnd
+  };
+  Stage stage = Stage::kPreamble;
+  int header_lines = 0;
+  std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();  // the text ends in '\n'
+  for (const std::string& line : lines) {
+    const auto problem = [&](absl::string_view what) {
+      out.problems.push_back(absl::StrCat(what, ": '", line, "'"));
+    };
+    if (absl::StartsWith(line, "weftrun:")) {
+      out.other.push_back(line);
+      continue;
+    }
+    switch (stage) {
+      case Stage::kPreamble:
+        if (absl::StartsWith(line, "# Collective test starting: ")) {
+          out.program = line.substr(28);
+        } else if (absl::StartsWith(line, "#  Rank ")) {
+          int rank = 0, group = 0, pid = 0, device = 0, end = 0;
+          char host[256], bracket[64];
+          if (std::sscanf(line.c_str(), "#  Rank %d Group %d Pid %d on %255s device %d [%63[^]]]%n",
+                          &rank, &group, &pid, host, &device, bracket, &end) != 6 ||
+              line !=
+                  absl::StrCat(absl::StrFormat("#  Rank %2d Group %2d Pid %6d on %10s device %2d [",
+                                               rank, group, pid, host, device),
+                               bracket, "]", line.substr(end))) {
+            problem(
+                "device line is not '#  Rank %2d Group %2d Pid %6d on %10s device %2d [..] ..'");
+          }
+          ++out.device_lines;
+          out.device_ranks.push_back(rank);
+        } else if (absl::StartsWith(line, "# nThread 1 nGpus 1 minBytes ")) {
+          out.parameters_line = true;
+        } else if (header_lines < 3 && (line == kResultHeader[header_lines] ||
+                                        (header_lines == 1 && line == kResultHeaderCputime))) {
+          if (++header_lines == 3) {
+            out.result_header = true;
+            stage = Stage::kTable;
+          }
+        } else if (header_lines > 0) {
+          problem("result header line differs from nccl-tests'");
+        } else if (!absl::StartsWith(line, "#")) {
+          out.other.push_back(line);
+        }
+        break;
+      case Stage::kTable:
+        if (absl::StartsWith(line, "# Out of bounds values : ")) {
+          int count = 0;
+          char verdict[16] = {};
+          if (std::sscanf(line.c_str(), "# Out of bounds values : %d %15s", &count, verdict) != 2 ||
+              line !=
+                  absl::StrCat("# Out of bounds values : ", count, " ", count ? "FAILED" : "OK")) {
+            problem("not '# Out of bounds values : %d OK|FAILED'");
+          }
+          out.out_of_bounds = count;
+          stage = Stage::kFooterBandwidth;
+        } else if (absl::StartsWith(line, "#")) {
+          out.other.push_back(line);
+        } else {
+          std::string why;
+          std::optional<PerfRow> row = ParseRow(line, &why);
+          if (row) {
+            out.rows.push_back(*row);
+          } else {
+            problem(why);
+          }
+        }
+        break;
+      case Stage::kFooterBandwidth: {
+        constexpr absl::string_view kPrefix = "# Avg bus bandwidth    : ";
+        double value = 0;
+        std::vector<std::string> parts =
+            absl::StrSplit(line.substr(std::min(line.size(), kPrefix.size())), ' ');
+        if (!absl::StartsWith(line, kPrefix) || parts.size() != 2 ||
+            !absl::SimpleAtod(parts[0], &value) ||
+            (parts[1] != "" && parts[1] != "OK" && parts[1] != "FAILED")) {
+          problem("not '# Avg bus bandwidth    : %g [OK|FAILED]'");
+        } else {
+          out.average_busbw = value;
+          out.bandwidth_verdict = parts[1];
+        }
+        stage = Stage::kFooterHash;
+        break;
+      }
+      case Stage::kFooterHash:
+        if (line != "#") problem("expected '#' after the bandwidth line");
+        stage = Stage::kConcluded;
+        break;
+      case Stage::kConcluded:
+        if (line != absl::StrCat("# Collective test concluded: ", out.program)) {
+          problem("not '# Collective test concluded: <program>'");
+        }
+        stage = Stage::kLastHash;
+        break;
+      case Stage::kLastHash:
+        if (line != "#") problem("expected '#' after the conclusion");
+        out.concluded = true;
+        stage = Stage::kEnd;
+        break;
+      case Stage::kEnd:
+        if (out.ended) {
+          out.other.push_back(line);
+        } else if (line.empty()) {
+          out.ended = true;
+        } else if (absl::StartsWith(line, "# error: ")) {
+          out.ended = true;
+          out.error = line.substr(9);
+        } else {
+          problem("expected an empty line or '# error: ...' to end the output");
+        }
+        break;
+    }
+  }
+  // A run that fails before the table may still print "# error:" without a footer.
+  if (!out.error) {
+    for (const std::string& line : lines) {
+      if (absl::StartsWith(line, "# error: ")) out.error = line.substr(9);
+    }
+  }
+  return out;
+}
+
+}  // namespace weft::testing

@@ -1,0 +1,42 @@
+// Running a *_perf tool the way users do: `weftrun -n N --no-prefix TOOL FLAGS`, with hard time
+// bounds (weftrun's --timeout, then RunProcess's SIGKILL) so a hung tool fails the test.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "subprocess.h"
+
+namespace weft::testing {
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+inline std::string ToolPath(const std::string& tool) {
+  return absl::StrCat(PERF_DIR, "/", tool, "_perf");
+}
+
+inline ProcessResult RunTool(const std::string& tool, int ranks,
+                             const std::vector<std::string>& flags, Env env = {},
+                             int limit_s = 60) {
+  std::vector<std::string> argv = {WEFTRUN,       "-n",          std::to_string(ranks),
+                                   "--no-prefix", "--timeout",   std::to_string(limit_s),
+                                   "--",          ToolPath(tool)};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  env.emplace_back("WEFT_TIMEOUT", "30");
+  return RunProcess(argv, env, std::chrono::seconds(limit_s + 10));
+}
+
+// A fresh path in the test's temporary directory.
+inline std::string TempPath(const std::string& name) {
+  static std::atomic<int> counter{0};
+  return absl::StrCat(::testing::TempDir(), "/perf_", getpid(), "_", counter++, "_", name);
+}
+
+}  // namespace weft::testing
