@@ -37,6 +37,7 @@ extern char** environ;
 
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -370,7 +371,9 @@ TEST(LauncherTest, FailureOnNodeZeroDoesNotLeaveOtherNodesWaiting) {
   EXPECT_LT(f0.elapsed, absl::Seconds(3)) << Describe(f0);
   EXPECT_EQ(ExitCode(f1), 1) << Describe(f1);
   EXPECT_LT(f1.elapsed, absl::Seconds(5)) << Describe(f1);
-  EXPECT_THAT(f1.err, HasSubstr("store_probe: rank 2: waiting for rank 0 to publish 'probe'"));
+  // Either rank of node 1 may be the first to report; weftrun then stops the other.
+  EXPECT_THAT(f1.err,
+              ContainsRegex("store_probe: rank [23]: waiting for rank 0 to publish 'probe'"));
 }
 
 TEST(LauncherTest, UsageErrorsExitTwoAndHelpExitsZero) {
