@@ -134,29 +134,36 @@ absl::Status ShmDirect::GatherSlices(uint64_t round, const Partition& slices, st
   return absl::OkStatus();
 }
 
+template <typename Body>
+absl::Status ShmDirect::ForEachRound(size_t count, size_t chunk, Body body) {
+  for (size_t offset = 0; offset < count; offset += chunk) {
+    const size_t n = std::min(chunk, count - offset);
+    const uint64_t round = peers_.NextArenaRound();
+    absl::StatusOr<std::byte*> mine = BeginRound(round);
+    if (!mine.ok()) return mine.status();
+    if (absl::Status s = body(offset, n, round, *mine); !s.ok()) return s;
+    Finish(round);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ShmDirect::AllReduce() {
   const int p = arena_.local_size();
   const size_t es = args_.element_bytes();
   const auto* send = static_cast<const std::byte*>(args_.send);
   auto* recv = static_cast<std::byte*>(args_.recv);
-  const size_t chunk = kHalfBytes / es;
-  for (size_t offset = 0; offset < args_.count; offset += chunk) {
-    const size_t n = std::min(chunk, args_.count - offset);
-    const uint64_t round = peers_.NextArenaRound();
-    absl::StatusOr<std::byte*> mine = BeginRound(round);
-    if (!mine.ok()) return mine.status();
-    if (absl::Status s = CopyIn(round, *mine, send + offset * es, n * es); !s.ok()) return s;
-    if (n * es <= kOneShotBytes) {
-      for (int j = 0; j < p; ++j) sources_[j] = Half(j, round);
-      ReduceMany(args_.dtype, args_.op, recv + offset * es, sources_.data(), p, n);
-    } else {
-      const Partition slices(n, p);
-      ReduceSlice(round, *mine, slices);
-      if (absl::Status s = GatherSlices(round, slices, recv + offset * es); !s.ok()) return s;
-    }
-    Finish(round);
-  }
-  return absl::OkStatus();
+  return ForEachRound(
+      args_.count, kHalfBytes / es, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
+        if (absl::Status s = CopyIn(round, mine, send + offset * es, n * es); !s.ok()) return s;
+        if (n * es <= kOneShotBytes) {
+          for (int j = 0; j < p; ++j) sources_[j] = Half(j, round);
+          ReduceMany(args_.dtype, args_.op, recv + offset * es, sources_.data(), p, n);
+          return absl::OkStatus();
+        }
+        const Partition slices(n, p);
+        ReduceSlice(round, mine, slices);
+        return GatherSlices(round, slices, recv + offset * es);
+      });
 }
 
 absl::Status ShmDirect::ReduceScatter() {
@@ -166,23 +173,18 @@ absl::Status ShmDirect::ReduceScatter() {
   auto* recv = static_cast<std::byte*>(args_.recv);
   const size_t block = args_.count;  // elements per rank
   const size_t chunk = std::max<size_t>(1, kHalfBytes / es / p);
-  for (size_t offset = 0; offset < block; offset += chunk) {
-    const size_t n = std::min(chunk, block - offset);
-    const uint64_t round = peers_.NextArenaRound();
-    absl::StatusOr<std::byte*> mine = BeginRound(round);
-    if (!mine.ok()) return mine.status();
+  return ForEachRound(block, chunk, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
     // Slot j of my half holds my contribution to rank j's block.
     for (int j = 0; j < p; ++j) {
-      std::memcpy(*mine + j * chunk * es, send + (j * block + offset) * es, n * es);
+      std::memcpy(mine + j * chunk * es, send + (j * block + offset) * es, n * es);
     }
     arena_.Publish(kCopiedIn, round);
     if (absl::Status s = WaitAll(kCopiedIn, round); !s.ok()) return s;
     if (absl::Status s = CheckAllFingerprints(round); !s.ok()) return s;
     for (int j = 0; j < p; ++j) sources_[j] = Half(j, round) + me * chunk * es;
     ReduceMany(args_.dtype, args_.op, recv + offset * es, sources_.data(), p, n);
-    Finish(round);
-  }
-  return absl::OkStatus();
+    return absl::OkStatus();
+  });
 }
 
 absl::Status ShmDirect::AllGather() {
@@ -191,27 +193,23 @@ absl::Status ShmDirect::AllGather() {
   const auto* send = static_cast<const std::byte*>(args_.send);
   auto* recv = static_cast<std::byte*>(args_.recv);
   const size_t block = args_.count;
-  const size_t chunk = kHalfBytes / es;
   const bool in_place = send == recv + me * block * es;
   if (!in_place) std::memcpy(recv + me * block * es, send, block * es);
-  for (size_t offset = 0; offset < block; offset += chunk) {
-    const size_t n = std::min(chunk, block - offset);
-    const uint64_t round = peers_.NextArenaRound();
-    absl::StatusOr<std::byte*> mine = BeginRound(round);
-    if (!mine.ok()) return mine.status();
-    std::memcpy(*mine, send + offset * es, n * es);
-    arena_.Publish(kCopiedIn, round);
-    for (int j = 0; j < p; ++j) {
-      if (j == me) continue;
-      if (absl::Status s = arena_.WaitAtLeast(j, kCopiedIn, round, peers_.deadline()); !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = CheckFingerprint(j, round); !s.ok()) return s;
-      std::memcpy(recv + (j * block + offset) * es, Half(j, round), n * es);
-    }
-    Finish(round);
-  }
-  return absl::OkStatus();
+  return ForEachRound(
+      block, kHalfBytes / es, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
+        std::memcpy(mine, send + offset * es, n * es);
+        arena_.Publish(kCopiedIn, round);
+        for (int j = 0; j < p; ++j) {
+          if (j == me) continue;
+          if (absl::Status s = arena_.WaitAtLeast(j, kCopiedIn, round, peers_.deadline());
+              !s.ok()) {
+            return s;
+          }
+          if (absl::Status s = CheckFingerprint(j, round); !s.ok()) return s;
+          std::memcpy(recv + (j * block + offset) * es, Half(j, round), n * es);
+        }
+        return absl::OkStatus();
+      });
 }
 
 absl::Status ShmDirect::Broadcast() {
@@ -221,26 +219,22 @@ absl::Status ShmDirect::Broadcast() {
   const size_t es = args_.element_bytes();
   const auto* send = static_cast<const std::byte*>(args_.send);
   auto* recv = static_cast<std::byte*>(args_.recv);
-  const size_t chunk = kHalfBytes / es;
   if (is_root && send != recv) std::memcpy(recv, send, args_.count * es);
-  for (size_t offset = 0; offset < args_.count; offset += chunk) {
-    const size_t n = std::min(chunk, args_.count - offset);
-    const uint64_t round = peers_.NextArenaRound();
-    absl::StatusOr<std::byte*> mine = BeginRound(round);
-    if (!mine.ok()) return mine.status();
-    if (is_root) {
-      std::memcpy(*mine, recv + offset * es, n * es);
-      arena_.Publish(kCopiedIn, round);
-    } else {
-      if (absl::Status s = arena_.WaitAtLeast(root, kCopiedIn, round, peers_.deadline()); !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = CheckFingerprint(root, round); !s.ok()) return s;
-      std::memcpy(recv + offset * es, Half(root, round), n * es);
-    }
-    Finish(round);
-  }
-  return absl::OkStatus();
+  return ForEachRound(
+      args_.count, kHalfBytes / es, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
+        if (is_root) {
+          std::memcpy(mine, recv + offset * es, n * es);
+          arena_.Publish(kCopiedIn, round);
+          return absl::OkStatus();
+        }
+        if (absl::Status s = arena_.WaitAtLeast(root, kCopiedIn, round, peers_.deadline());
+            !s.ok()) {
+          return s;
+        }
+        if (absl::Status s = CheckFingerprint(root, round); !s.ok()) return s;
+        std::memcpy(recv + offset * es, Half(root, round), n * es);
+        return absl::OkStatus();
+      });
 }
 
 absl::Status ShmDirect::Reduce() {
@@ -248,22 +242,14 @@ absl::Status ShmDirect::Reduce() {
   const size_t es = args_.element_bytes();
   const auto* send = static_cast<const std::byte*>(args_.send);
   auto* recv = static_cast<std::byte*>(args_.recv);
-  const size_t chunk = kHalfBytes / es;
-  for (size_t offset = 0; offset < args_.count; offset += chunk) {
-    const size_t n = std::min(chunk, args_.count - offset);
-    const uint64_t round = peers_.NextArenaRound();
-    absl::StatusOr<std::byte*> mine = BeginRound(round);
-    if (!mine.ok()) return mine.status();
-    if (absl::Status s = CopyIn(round, *mine, send + offset * es, n * es); !s.ok()) return s;
-    // Every rank reduces one slice; the root collects them.
-    const Partition slices(n, arena_.local_size());
-    ReduceSlice(round, *mine, slices);
-    if (is_root) {
-      if (absl::Status s = GatherSlices(round, slices, recv + offset * es); !s.ok()) return s;
-    }
-    Finish(round);
-  }
-  return absl::OkStatus();
+  return ForEachRound(
+      args_.count, kHalfBytes / es, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
+        if (absl::Status s = CopyIn(round, mine, send + offset * es, n * es); !s.ok()) return s;
+        // Every rank reduces one slice; the root collects them.
+        const Partition slices(n, arena_.local_size());
+        ReduceSlice(round, mine, slices);
+        return is_root ? GatherSlices(round, slices, recv + offset * es) : absl::OkStatus();
+      });
 }
 
 absl::Status ShmDirect::Barrier() {

@@ -40,6 +40,11 @@ class ShmDirect final : public Algorithm {
   void PublishFingerprint(uint64_t round);
   absl::Status CheckFingerprint(int local_rank, uint64_t round) const;
   absl::Status CheckAllFingerprints(uint64_t round) const;
+  // Moves `count` elements `chunk` at a time, one arena round per chunk: begins the round, runs
+  // body(offset, n, round, my_half) for elements [offset, offset + n), then finishes the round.
+  template <typename Body>
+  absl::Status ForEachRound(size_t count, size_t chunk, Body body);
+
   // Marks round `round` done: this rank no longer reads anyone's half of it.
   void Finish(uint64_t round);
 
