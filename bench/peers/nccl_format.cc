@@ -1,20 +1,13 @@
 #include "nccl_format.h"
 
+#include "perf/table.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
 namespace weft::peers {
 namespace {
-
-// "%.2f" if it fits the column, else fewer decimals, else an exponent: nccl-tests' rule.
-std::string Number(double v, int width) {
-  for (int decimals : {2, 1, 0}) {
-    std::string s = absl::StrFormat("%.*f", decimals, v);
-    if (static_cast<int>(s.size()) <= width) return s;
-  }
-  return absl::StrFormat("%.1e", v);
-}
 
 // Rounds a per-rank element count down to a multiple of 16 bytes, as nccl-tests does.
 size_t Align16(size_t count, size_t element_size) {
@@ -99,16 +92,9 @@ std::string TableHeader(Collective collective, const std::string& banner, size_t
   absl::StrAppendFormat(&out, "# Collective test starting: %s_perf\n", Name(collective));
   absl::StrAppendFormat(&out,
                         "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d "
-                        "iters: %d agg iters: 1 validation: %d graph: 0 unalign: 0\n#\n",
+                        "iters: %d agg iters: 1 validation: %d graph: 0 unalign: 0\n",
                         min_bytes, max_bytes, step, warmup, iters, check);
-  const char* kCells = "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s \n";
-  absl::StrAppendFormat(&out, kCells, "", "", "", "", "", "out-of-place", "", "", "", "in-place",
-                        "", "", "");
-  absl::StrAppendFormat(&out, kCells, "size", "count", "type", "redop", "root", "time", "algbw",
-                        "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  absl::StrAppendFormat(&out, kCells, "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)",
-                        "", "(us)", "(GB/s)", "(GB/s)", "");
-  return out;
+  return out + perf::ResultHeader(/*cputime=*/false);
 }
 
 std::string TableRow(Collective collective, const Geometry& geometry, DataType type, ReduceOp op,
@@ -117,27 +103,22 @@ std::string TableRow(Collective collective, const Geometry& geometry, DataType t
   const bool reduces =
       collective == Collective::kAllReduce || collective == Collective::kReduceScatter;
   const int root = collective == Collective::kBroadcast ? 0 : -1;
-  std::string row = absl::StrFormat("%12li  %12li  %8s  %6s  %6i", geometry.bytes, geometry.count,
-                                    Name(type), reduces ? Name(op) : "none", root);
+  std::string row = perf::RowPreamble(static_cast<int64_t>(geometry.bytes),
+                                      static_cast<int64_t>(geometry.count), Name(type),
+                                      reduces ? Name(op) : "none", root);
   for (const HalfRow* half : {&out_of_place, &in_place}) {
     const double algbw = half->seconds > 0 ? geometry.bytes / half->seconds / 1e9 : 0;
     const double busbw = BusBandwidth(collective, geometry, ranks, half->seconds);
-    absl::StrAppendFormat(&row, "  %7s  %6s  %6s", Number(half->seconds * 1e6, 7), Number(algbw, 6),
-                          Number(busbw, 6));
-    if (checked) {
-      absl::StrAppendFormat(&row, "  %6g", static_cast<double>(half->wrong));
-    } else {
-      absl::StrAppendFormat(&row, "  %6s", "N/A");
-    }
+    row += perf::RowHalf(half->seconds * 1e6, algbw, busbw,
+                         checked ? std::optional<int64_t>(half->wrong) : std::nullopt);
   }
   return row + "\n";
 }
 
 std::string TableFooter(Collective collective, double average_busbw, int64_t wrong) {
-  return absl::StrFormat(
-      "# Out of bounds values : %d %s\n# Avg bus bandwidth    : %g \n#\n"
-      "# Collective test concluded: %s_perf\n#\n\n",
-      wrong, wrong == 0 ? "OK" : "FAILED", average_busbw, Name(collective));
+  return perf::Footer(static_cast<int>(wrong), average_busbw, std::nullopt,
+                      absl::StrCat(Name(collective), "_perf")) +
+         "\n";
 }
 
 }  // namespace weft::peers

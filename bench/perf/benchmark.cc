@@ -9,11 +9,28 @@
 
 #include "absl/strings/str_cat.h"
 #include "perf/test_data.h"
+#include "weft/comm/shared_memory.h"
 
 namespace weft::perf {
 namespace {
 
 constexpr size_t kAlignment = 4096;
+
+// -R picks the allocator; FreeBuffer tells the two kinds apart.
+absl::StatusOr<std::byte*> AllocateBuffer(size_t bytes, int local_register) {
+  if (local_register != 0) {
+    absl::StatusOr<void*> shared = AllocShared(bytes);
+    if (!shared.ok()) return shared.status();
+    return static_cast<std::byte*>(*shared);
+  }
+  void* plain = std::aligned_alloc(kAlignment, bytes);
+  if (plain == nullptr) return absl::ResourceExhaustedError("out of memory");
+  return static_cast<std::byte*>(plain);
+}
+
+void FreeBuffer(void* buffer) {
+  if (buffer != nullptr && !FreeShared(buffer).ok()) std::free(buffer);
+}
 
 // Operations issued and not yet waited for. Issuing stalls once kMaxInFlight are outstanding,
 // as launching does on a full CUDA stream, so a long -n or -w neither queues millions of
@@ -70,8 +87,8 @@ Benchmark::Benchmark(Communicator& comm, const Options& options, const Collectiv
       report_(report),
       rank_(comm.rank()),
       ranks_(comm.size()),
-      send_buffer_(nullptr, std::free),
-      recv_buffer_(nullptr, std::free) {}
+      send_buffer_(nullptr, FreeBuffer),
+      recv_buffer_(nullptr, FreeBuffer) {}
 
 Benchmark::~Benchmark() = default;
 
@@ -84,12 +101,13 @@ absl::Status Benchmark::Run() {
   const size_t wanted = options_.max_bytes + 8 * static_cast<size_t>(options_.unalign);
   buffer_bytes_ = std::max<size_t>(kAlignment, (wanted + kAlignment - 1) / kAlignment * kAlignment);
   for (auto* buffer : {&send_buffer_, &recv_buffer_}) {
-    buffer->reset(static_cast<std::byte*>(std::aligned_alloc(kAlignment, buffer_bytes_)));
-    if (*buffer == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat("rank ", rank_, ": allocating 2 buffers of ",
-                                                       buffer_bytes_, " bytes for -e ",
-                                                       options_.max_bytes, " failed: lower -e"));
+    absl::StatusOr<std::byte*> allocated = AllocateBuffer(buffer_bytes_, options_.local_register);
+    if (!allocated.ok()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "rank ", rank_, ": allocating 2 buffers of ", buffer_bytes_, " bytes for -e ",
+          options_.max_bytes, " failed (", allocated.status().message(), "): lower -e"));
     }
+    buffer->reset(*allocated);
     std::memset(buffer->get(), 0, buffer_bytes_);  // touch every page before timing
   }
   std::vector<int> roots;

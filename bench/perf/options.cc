@@ -172,7 +172,7 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
         NoteIgnored('G', arg, "CUDA graphs are GPU-specific", "0", &parsed.notes);
         break;
       case 'R':
-        NoteIgnored('R', arg, "buffer registration is GPU-specific", "0", &parsed.notes);
+        assign(ParseInt<int>('R', arg, 0, 2), &o.local_register);
         break;
       case 'b':
         assign(ParseSize('b', arg), &o.min_bytes);

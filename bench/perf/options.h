@@ -34,6 +34,9 @@ struct Options {
   int timeout_s = 0;            // -T: bound on the whole run; 0 = none
   bool report_cputime = false;  // -C: report the time to issue instead of to complete
   int unalign = 0;              // -u: buffers start this many elements past an aligned address
+  // -R: 1 or 2 allocates the buffers with weft::AllocShared, as nccl-tests registers them with
+  // NCCL, so that same-host peers read them in place.
+  int local_register = 0;
   std::string output_file;      // -J: JSON report (rank 0 writes it)
   std::string algorithm;        // -A: CommOptions::algorithm (else WEFT_ALGO)
   // --inject_errors N, a debugging aid: after each check operation, every checking rank flips

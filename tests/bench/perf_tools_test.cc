@@ -153,6 +153,24 @@ TEST(PerfTools, EveryTypeAndOperator) {
   EXPECT_TRUE(seen.count({"int8", "prod"}));
 }
 
+// -R 1 puts the buffers in weft::AllocShared memory, which the direct-read algorithm maps from
+// its peers instead of reading it with process_vm_readv; 1 MiB spans several of its chunks.
+TEST(PerfTools, SharedBuffersAreReadInPlaceExactly) {
+  for (const char* tool : {"all_reduce", "reduce_scatter", "all_gather", "broadcast"}) {
+    ProcessResult result = RunTool(tool, 3,
+                                   {"-b", "1K", "-e", "1M", "-f", "32", "-n", "1", "-R", "1", "-A",
+                                    "cma_direct", "-d", "all", "-T", "60"});
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    const PerfOutput out = ParsePerfOutput(result.output);
+    ExpectWellFormed(out, result, 3, tool);
+    EXPECT_EQ(out.rows.size(), 30u) << result.output;  // 10 types x 3 sizes
+    for (const PerfRow& row : out.rows) {
+      EXPECT_EQ(row.half[0].wrong, 0) << tool << " " << row.type << " " << row.size;
+      EXPECT_EQ(row.half[1].wrong, 0) << tool << " " << row.type << " " << row.size;
+    }
+  }
+}
+
 TEST(PerfTools, RootMinusOneRunsEveryRoot) {
   for (const char* tool : {"broadcast", "gather"}) {
     ProcessResult result =

@@ -7,7 +7,8 @@
 // rank's reduced slice out. Each rank thus reads its input once and writes its output once from
 // and to its own memory, like a memcpy, while the cross-rank traffic stays in the caches. Small
 // all-reduces skip the slice phase: every rank reduces the whole (tiny) chunk itself, which saves
-// one synchronisation.
+// one synchronisation; the tiniest, and barriers, travel in the arena's line counters, one cache
+// line per rank.
 //
 // Synchronisation is by monotonic counters in the arena (round numbers), never by resetting
 // flags, so there is nothing to clean up between operations.
@@ -15,6 +16,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "algorithms/algorithm.h"
+#include "algorithms/arena_rounds.h"
 
 namespace weft {
 
@@ -23,30 +25,11 @@ class ShmDirect final : public Algorithm {
   ShmDirect(Peers& peers, const CollectiveArgs& args);
   absl::Status Run() override;
 
-  // Bytes of each rank's arena area; ShmArena::Create is given this.
-  static size_t AreaBytes();
-
  private:
-  // Starts round `round` in arena half round % 2: waits until every rank is done with the round
-  // that used this half before, and returns this rank's half.
-  absl::StatusOr<std::byte*> BeginRound(uint64_t round);
-  // The data of local rank `local_rank`'s half for `round`, and the cache line before it that
-  // carries the fingerprint.
-  std::byte* Half(int local_rank, uint64_t round) const;
-  std::byte* Header(int local_rank, uint64_t round) const;
-  absl::Status WaitAll(int counter, uint64_t round);
-  // Operation fingerprints: published with the first round of an operation and compared by
-  // every rank that waited on the publisher, so a mismatched collective fails on the spot.
-  void PublishFingerprint(uint64_t round);
-  absl::Status CheckFingerprint(int local_rank, uint64_t round) const;
-  absl::Status CheckAllFingerprints(uint64_t round) const;
   // Moves `count` elements `chunk` at a time, one arena round per chunk: begins the round, runs
   // body(offset, n, round, my_half) for elements [offset, offset + n), then finishes the round.
   template <typename Body>
   absl::Status ForEachRound(size_t count, size_t chunk, Body body);
-
-  // Marks round `round` done: this rank no longer reads anyone's half of it.
-  void Finish(uint64_t round);
 
   // The phases of a reducing round. CopyIn puts this rank's chunk in its half, waits for every
   // rank's and checks fingerprints; ReduceSlice reduces this rank's slice of the chunk from all
@@ -54,6 +37,9 @@ class ShmDirect final : public Algorithm {
   absl::Status CopyIn(uint64_t round, std::byte* mine, const std::byte* chunk, size_t bytes);
   void ReduceSlice(uint64_t round, std::byte* mine, const Partition& slices);
   absl::Status GatherSlices(uint64_t round, const Partition& slices, std::byte* out);
+
+  // One line round: a barrier (no data), or an all-reduce of at most ArenaRounds::kLineBytes.
+  absl::Status LineRound(const void* data, size_t bytes);
 
   absl::Status AllReduce();
   absl::Status ReduceScatter();
@@ -63,10 +49,10 @@ class ShmDirect final : public Algorithm {
   absl::Status Barrier();
 
   Peers& peers_;
+  ArenaRounds rounds_;
   ShmArena& arena_;
   const CollectiveArgs args_;
   absl::InlinedVector<const void*, 8> sources_;  // per-round ReduceMany inputs
-  uint64_t first_round_ = 0;  // the round that carries this operation's fingerprint
 };
 
 }  // namespace weft

@@ -1,9 +1,11 @@
 #include "transport/shm/arena.h"
 
 #include <sched.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 #include "absl/status/status.h"
@@ -16,7 +18,7 @@ namespace weft {
 namespace {
 
 constexpr uint64_t kArenaMagic = 0x57454654'4152454eull;  // "WEFTAREN"
-constexpr uint32_t kArenaVersion = 1;
+constexpr uint32_t kArenaVersion = 2;
 constexpr size_t kPageBytes = 4096;
 
 // A waiter first spins (a publisher on another core answers within a cache-line transfer, well
@@ -43,7 +45,23 @@ struct RankEntry {
   std::atomic<int32_t> pid;
   std::atomic<uint32_t> reserved;
   std::atomic<uint64_t> pid_namespace;  // StableHash(PidNamespaceId()), 0 when unknown
+  std::atomic<uint64_t> probe_address;  // where kRemoteReadProbe lives in this rank's memory
 };
+
+// Peers read this word out of our address space to find out whether cross-memory attach works.
+const uint64_t kRemoteReadProbe = 0x57454654'50524f42ull;  // "WEFTPROB"
+
+// Whether this process may read local rank `r`'s memory with process_vm_readv: same user or
+// ptrace permission, a kernel with cross-memory attach, no seccomp filter in the way.
+bool CanReadRemote(const RankEntry& entry) {
+  uint64_t value = 0;
+  iovec local{&value, sizeof(value)};
+  iovec remote{reinterpret_cast<void*>(entry.probe_address.load(std::memory_order_acquire)),
+               sizeof(value)};
+  return process_vm_readv(entry.pid.load(std::memory_order_acquire), &local, 1, &remote, 1, 0) ==
+             sizeof(value) &&
+         value == kRemoteReadProbe;
+}
 
 constexpr size_t RoundUp(size_t value, size_t to) { return (value + to - 1) / to * to; }
 
@@ -152,6 +170,8 @@ absl::StatusOr<std::unique_ptr<ShmArena>> ShmArena::Create(Store& store,
     RankEntry& entry = Entries(arena->segment_.data())[arena->local_rank_];
     entry.pid.store(getpid(), std::memory_order_release);
     entry.pid_namespace.store(StableHash(pid_namespace), std::memory_order_release);
+    entry.probe_address.store(reinterpret_cast<uint64_t>(&kRemoteReadProbe),
+                              std::memory_order_release);
   }
 
   // Everyone reports whether it attached; only then may the name go, and every rank learns every
@@ -188,7 +208,37 @@ absl::StatusOr<std::unique_ptr<ShmArena>> ShmArena::Create(Store& store,
     }
     arena->watches_[r] = ProcessWatch::Open(entry.pid.load(std::memory_order_acquire));
   }
+  arena->pids_.resize(local_size);
+  for (int r = 0; r < local_size; ++r) {
+    arena->pids_[r] = Entries(arena->segment_.data())[r].pid.load(std::memory_order_acquire);
+  }
+  if (absl::Status s = arena->AgreeOnRemoteReads(store, key, deadline); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(who, ": shared-memory arena ", name, ": ",
+                                               s.message()));
+  }
   return arena;
+}
+
+absl::Status ShmArena::AgreeOnRemoteReads(Store& store, const std::string& key,
+                                          const Deadline& deadline) {
+  // Every rank must make the same choice of algorithm, so remote reads are used only when every
+  // rank can read every other: each publishes what it found and all take the conjunction.
+  bool mine = true;
+  for (int r = 0; r < local_size_ && mine; ++r) {
+    if (r != local_rank_) mine = CanReadRemote(Entries(segment_.data())[r]);
+  }
+  if (absl::Status s = store.Set(absl::StrCat(key, "/remote_read/", local_rank_), mine ? "1" : "0");
+      !s.ok()) {
+    return s;
+  }
+  remote_read_ = true;
+  for (int r = 0; r < local_size_; ++r) {
+    absl::StatusOr<std::string> theirs =
+        store.Get(absl::StrCat(key, "/remote_read/", r), deadline);
+    if (!theirs.ok()) return theirs.status();
+    remote_read_ = remote_read_ && *theirs == "1";
+  }
+  return absl::OkStatus();
 }
 
 ShmArena::CounterLine* ShmArena::counter(int r, int index) const {
@@ -210,6 +260,13 @@ void ShmArena::Publish(int index, uint64_t value) {
     FutexWakeAll(&line->futex_word);
   }
 }
+
+void ShmArena::PublishWith(int index, uint64_t value, const void* data, size_t bytes) {
+  std::memcpy(counter(local_rank_, index)->payload, data, bytes);
+  Publish(index, value);
+}
+
+const std::byte* ShmArena::Payload(int r, int index) const { return counter(r, index)->payload; }
 
 uint64_t ShmArena::Read(int r, int index) const {
   return counter(r, index)->value.load(std::memory_order_acquire);

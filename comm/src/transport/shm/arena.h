@@ -12,6 +12,8 @@
 // Publish makes the futex system call only when somebody actually sleeps.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -53,6 +55,15 @@ class ShmArena {
   // Stores `value` into this rank's counter `index` with release ordering and wakes waiters.
   void Publish(int index, uint64_t value);
 
+  // Each counter shares its cache line with kPayloadBytes of data, so that a waiter that sees the
+  // value has the data with the same cache-line transfer: the fastest way to pass a few bytes.
+  // PublishWith writes `bytes` (<= kPayloadBytes) of `data` into the line, then publishes.
+  static constexpr size_t kPayloadBytes = 48;
+  void PublishWith(int index, uint64_t value, const void* data, size_t bytes);
+  // Local rank `r`'s payload of counter `index`; valid once its value has been waited for, until
+  // the owner publishes again.
+  const std::byte* Payload(int r, int index) const;
+
   // Waits until local rank `r`'s counter `index` is >= `value` (acquire ordering), spinning
   // briefly, then yielding, then sleeping on a futex; fails at the deadline, on abort, or when
   // rank `r`'s process has exited (noticed within about 100 ms).
@@ -60,6 +71,13 @@ class ShmArena {
 
   // Reads local rank `r`'s counter `index` (acquire).
   uint64_t Read(int r, int index) const;
+
+  // Whether every local rank can read every other's memory with process_vm_readv (cross-memory
+  // attach), the same answer on all of them; and local rank `r`'s process id for such reads.
+  bool remote_read() const { return remote_read_; }
+  pid_t pid(int r) const { return pids_[r]; }
+  // The global rank of local rank `r`, for messages.
+  int global_rank(int r) const { return local_ranks_[r]; }
 
  private:
   ShmArena() = default;
@@ -69,10 +87,12 @@ class ShmArena {
     // Changes whenever a Publish finds sleepers; the futex sleeps on it (futexes are 32-bit).
     std::atomic<uint32_t> futex_word;
     std::atomic<uint32_t> waiters;  // processes inside the futex phase of WaitAtLeast
+    std::byte payload[kPayloadBytes];
   };
   static_assert(sizeof(CounterLine) == 64);
 
   CounterLine* counter(int r, int index) const;
+  absl::Status AgreeOnRemoteReads(Store& store, const std::string& key, const Deadline& deadline);
 
   ShmSegment segment_;
   size_t area_bytes_ = 0;
@@ -82,6 +102,8 @@ class ShmArena {
   int local_size_ = 1;
   std::vector<int> local_ranks_;       // global rank of each local rank, for messages
   std::vector<ProcessWatch> watches_;  // per local rank; watches nothing for this rank
+  std::vector<pid_t> pids_;
+  bool remote_read_ = false;
 };
 
 }  // namespace weft

@@ -1,0 +1,97 @@
+#include "algorithms/arena_rounds.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace weft {
+namespace {
+
+// Peers read a rank's fingerprint with a single cache miss, and the round protocol that protects
+// the data (kDone before reuse) protects it too.
+constexpr size_t kHeaderBytes = 64;
+static_assert(sizeof(Envelope) <= kHeaderBytes);
+
+}  // namespace
+
+size_t ArenaRounds::AreaBytes() { return 2 * (kHeaderBytes + kHalfBytes); }
+
+std::byte* ArenaRounds::Header(int r, uint64_t round) const {
+  return arena_.area(r) + (round % 2) * (kHeaderBytes + kHalfBytes);
+}
+
+std::byte* ArenaRounds::Half(int r, uint64_t round) const { return Header(r, round) + kHeaderBytes; }
+
+absl::Status ArenaRounds::WaitAll(int counter, uint64_t value) const {
+  for (int j = 0; j < arena_.local_size(); ++j) {
+    if (j == arena_.local_rank()) continue;
+    if (absl::Status s = WaitFor(j, counter, value); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ArenaRounds::Round> ArenaRounds::Begin() {
+  const uint64_t round = peers_.NextArenaRound();
+  // Seeing everyone begin the previous round proves what kDone would.
+  if (round > 2 && peers_.arena_synced_round() + 1 < round) {
+    if (absl::Status s = WaitAll(kDone, round - 2); !s.ok()) return s;
+  }
+  if (first_round_ == 0) {
+    first_round_ = round;
+    std::memcpy(Header(arena_.local_rank(), round), &peers_.envelope(), sizeof(Envelope));
+  }
+  return Round{round, Half(arena_.local_rank(), round)};
+}
+
+absl::Status ArenaRounds::WaitAllBegun(uint64_t round) {
+  if (absl::Status s = WaitAll(kCopiedIn, round); !s.ok()) return s;
+  peers_.NoteArenaSynced(round);
+  return absl::OkStatus();
+}
+
+void ArenaRounds::PublishLine(uint64_t round, const void* data, size_t bytes) {
+  std::byte line[ShmArena::kPayloadBytes];
+  std::memcpy(line, &peers_.envelope(), sizeof(Envelope));
+  if (bytes > 0) std::memcpy(line + sizeof(Envelope), data, bytes);
+  arena_.PublishWith(kLine + round % 2, round, line, sizeof(Envelope) + bytes);
+  arena_.Publish(kCopiedIn, round);
+}
+
+absl::Status ArenaRounds::WaitLines(uint64_t round) {
+  const int index = kLine + round % 2;
+  for (int j = 0; j < arena_.local_size(); ++j) {
+    if (j == arena_.local_rank()) continue;
+    if (absl::Status s = WaitFor(j, index, round); !s.ok()) return s;
+    if (absl::Status s = CompareEnvelope(j, arena_.Payload(j, index)); !s.ok()) return s;
+  }
+  peers_.NoteArenaSynced(round);
+  return absl::OkStatus();
+}
+
+const std::byte* ArenaRounds::LineData(int r, uint64_t round) const {
+  return arena_.Payload(r, kLine + round % 2) + sizeof(Envelope);
+}
+
+absl::Status ArenaRounds::CheckFingerprint(int r, uint64_t round) const {
+  if (round != first_round_ || r == arena_.local_rank()) return absl::OkStatus();
+  return CompareEnvelope(r, Header(r, round));
+}
+
+absl::Status ArenaRounds::CompareEnvelope(int r, const std::byte* published) const {
+  Envelope theirs;
+  std::memcpy(&theirs, published, sizeof(theirs));
+  const Envelope& mine = peers_.envelope();
+  if (theirs == mine) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "mismatched collective: rank ", arena_.global_rank(r), " called ", DescribeEnvelope(theirs),
+      " while this rank called ", DescribeEnvelope(mine)));
+}
+
+absl::Status ArenaRounds::CheckAllFingerprints(uint64_t round) const {
+  for (int j = 0; j < arena_.local_size(); ++j) {
+    if (absl::Status s = CheckFingerprint(j, round); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weft

@@ -1,0 +1,92 @@
+// ArenaRounds: the round protocol that the algorithms over a ShmArena share.
+//
+// Every operation of such an algorithm takes one or more rounds, numbered identically on every
+// rank (Peers::NextArenaRound). Round R uses half R % 2 of every rank's arena area: a 64-byte
+// header line, then kHalfBytes of data. Before a rank writes into a half it waits until every
+// rank has finished the round that used the half before (R - 2), so halves are reused without
+// resetting anything: counters only grow. The header of an operation's first round carries the
+// operation's envelope, which every peer compares with its own, so a mismatched collective
+// fails on the spot with both descriptions.
+//
+// Tiny operations (a barrier, an 8-byte all-reduce) skip the halves: each rank publishes its
+// envelope and data in the cache line of its line counter, so that a peer gets the signal, the
+// fingerprint and the data in one cache-line transfer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "peers.h"
+#include "transport/shm/arena.h"
+
+namespace weft {
+
+class ArenaRounds {
+ public:
+  // Bytes of data per half, and of each rank's arena area (ShmArena::Create is given this).
+  static constexpr size_t kHalfBytes = 512 << 10;
+  static size_t AreaBytes();
+
+  // Arena counters, one set per rank; values are round numbers unless said otherwise.
+  static constexpr int kCopiedIn = 0;  // my data (or my buffer addresses) of round R are posted
+  static constexpr int kReduced = 1;   // my reduced part of round R is ready
+  static constexpr int kDone = 2;      // I no longer read anyone's half or buffers of round R
+  static constexpr int kChunks = 3;    // (R << 24) | chunks of round R I have reduced so far
+  static constexpr int kLine = 4;      // and 5: round R's line (R % 2 picks), with its payload
+
+  // Bytes of data a line carries besides the envelope.
+  static constexpr size_t kLineBytes = ShmArena::kPayloadBytes - sizeof(Envelope);
+
+  explicit ArenaRounds(Peers& peers) : peers_(peers), arena_(*peers.arena()) {}
+
+  ShmArena& arena() const { return arena_; }
+
+  // Starts a new round: waits until every rank is done with the round that used the same half,
+  // publishes the operation's fingerprint if this is its first round, and returns the round
+  // number and this rank's half.
+  struct Round {
+    uint64_t number;
+    std::byte* mine;
+  };
+  absl::StatusOr<Round> Begin();
+  // Marks `round` done on this rank.
+  void Finish(uint64_t round) { arena_.Publish(kDone, round); }
+
+  // Local rank `r`'s half of `round`.
+  std::byte* Half(int r, uint64_t round) const;
+
+  // Waits until every other rank's `counter` is >= `value`.
+  absl::Status WaitAll(int counter, uint64_t value) const;
+  // WaitAll(kCopiedIn, round), noting that every rank has begun `round`.
+  absl::Status WaitAllBegun(uint64_t round);
+
+  // A line round: publishes `bytes` (<= kLineBytes) of `data` with the operation's envelope,
+  // waits for every rank's line and compares their envelopes; then LineData(r) is rank r's data.
+  // It publishes kCopiedIn too, so that a rank that mistakenly runs another kind of round here
+  // finds the fingerprint in the header and reports the mismatch.
+  void PublishLine(uint64_t round, const void* data, size_t bytes);
+  absl::Status WaitLines(uint64_t round);
+  const std::byte* LineData(int r, uint64_t round) const;
+  // Waits for rank `r`'s `counter` to reach `value`.
+  absl::Status WaitFor(int r, int counter, uint64_t value) const {
+    return arena_.WaitAtLeast(r, counter, value, peers_.deadline());
+  }
+
+  // Compares rank `r`'s fingerprint (or every rank's) with this rank's operation; a no-op unless
+  // `round` is the operation's first. Call after waiting for the peer's kCopiedIn of the round.
+  absl::Status CheckFingerprint(int r, uint64_t round) const;
+  absl::Status CheckAllFingerprints(uint64_t round) const;
+
+ private:
+  std::byte* Header(int r, uint64_t round) const;
+  // Compares the envelope rank `r` published at `published` with this rank's.
+  absl::Status CompareEnvelope(int r, const std::byte* published) const;
+
+  Peers& peers_;
+  ShmArena& arena_;
+  uint64_t first_round_ = 0;  // the round that carries this operation's fingerprint
+};
+
+}  // namespace weft
