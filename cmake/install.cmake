@@ -10,6 +10,11 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weftConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/weftConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/weft)
 
+# The static libraries need what they were built with: UCX and hwloc when found.
+set(WEFT_PC_EXTRA_LIBS "")
+foreach(lib IN LISTS UCX_LIBRARIES HWLOC_LIBRARIES)
+  string(APPEND WEFT_PC_EXTRA_LIBS " -l${lib}")
+endforeach()
 file(RELATIVE_PATH WEFT_PC_TO_PREFIX /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/weft.pc.in ${CMAKE_CURRENT_BINARY_DIR}/weft.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weft.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

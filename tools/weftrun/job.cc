@@ -153,7 +153,7 @@ void Job::Start() {
   const int width = static_cast<int>(absl::StrCat(spec_.world_size - 1).size());
   ranks_.reserve(spec_.local_size);
   for (int local = 0; local < spec_.local_size; ++local) {
-    const int global = spec_.node_rank * spec_.local_size + local;
+    const int global = spec_.first_rank + local;
     std::vector<std::string> env = base_env;
     env.push_back(absl::StrCat("WEFT_RANK=", global));
     env.push_back(absl::StrCat("WEFT_SIZE=", spec_.world_size));
@@ -165,7 +165,10 @@ void Job::Start() {
     env.push_back(absl::StrCat("WEFT_TOKEN=", spec_.token));
 
     absl::StatusOr<RankProcess> process =
-        SpawnRank(spec_.program, spec_.argv, env, Deadline::In(kExecBound));
+        SpawnRank(spec_.program, spec_.argv, env, Deadline::In(kExecBound),
+                  static_cast<size_t>(local) < spec_.affinity.size() && spec_.affinity[local]
+                      ? &*spec_.affinity[local]
+                      : nullptr);
     if (!process.ok()) {
       const bool cannot_execute = absl::IsFailedPrecondition(process.status());
       SetOutcome({cannot_execute ? kExitCannotExecute : kExitLauncherError, 0});

@@ -16,6 +16,9 @@
 // bounds it.
 #pragma once
 
+#include <sched.h>
+
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +33,10 @@ struct JobSpec {
   std::vector<std::string> environment;  // the launcher's; the WEFT_* the job sets replace these
   int node_rank = 0;
   int local_size = 1;  // ranks on this node
+  int first_rank = 0;  // global rank of this node's local rank 0
   int world_size = 1;
+  // Per local rank: the CPUs to bind it to (WEFT_BIND), or nullopt to leave its affinity alone.
+  std::vector<std::optional<cpu_set_t>> affinity;
   std::string store_addr;  // WEFT_ADDR and WEFT_PORT: where the ranks find the rendezvous store
   int store_port = 0;
   std::string token;  // WEFT_TOKEN

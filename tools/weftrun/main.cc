@@ -17,6 +17,7 @@
 #include "bootstrap/unique_id.h"
 #include "job.h"
 #include "node_barrier.h"
+#include "node_binding.h"
 #include "options.h"
 #include "signal_channel.h"
 #include "spawn.h"
@@ -100,7 +101,14 @@ int Main(int argc, char** argv) {
   for (char** entry = environ; *entry != nullptr; ++entry) spec.environment.push_back(*entry);
   spec.node_rank = options->node_rank;
   spec.local_size = options->nproc_per_node;
+  spec.first_rank = options->first_rank();
   spec.world_size = options->world_size();
+  absl::StatusOr<NodeBinding> binding = PlanNodeBinding(spec.local_size, spec.first_rank);
+  if (!binding.ok()) return Fail(kExitUsage, std::string(binding.status().message()));
+  spec.affinity = std::move(binding->affinity);
+  // Asked-for binding is reported, so that a launcher's earlier binding or a missing device is
+  // not mistaken for the placement the user wanted.
+  for (const std::string& note : binding->notes) fprintf(stderr, "weftrun: %s\n", note.c_str());
   spec.store_addr = options->master_addr;
   spec.store_port = store_port;
   spec.token = token;

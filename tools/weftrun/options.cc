@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
 namespace weft::launcher {
@@ -17,7 +19,9 @@ and relays the ranks' output with every line tagged by rank. If a rank fails, th
 stopped.
 
 Options:
-  -n, --nproc-per-node N   ranks to start on this node (required)
+  -n, --nproc-per-node N   ranks to start on this node (required); a list N0,N1,... gives
+                           every node's count (uneven nodes: -n 3,1 with --nnodes 2), the
+                           same list on every node
       --nnodes K           nodes in the job (default 1)
       --node-rank R        this node's index, 0..K-1 (default 0)
       --master-addr HOST   node 0's address, where the rendezvous store listens
@@ -76,6 +80,16 @@ absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view value) {
 
 }  // namespace
 
+int LaunchOptions::world_size() const {
+  if (node_sizes.empty()) return nnodes * nproc_per_node;
+  return std::accumulate(node_sizes.begin(), node_sizes.end(), 0);
+}
+
+int LaunchOptions::first_rank() const {
+  if (node_sizes.empty()) return node_rank * nproc_per_node;
+  return std::accumulate(node_sizes.begin(), node_sizes.begin() + node_rank, 0);
+}
+
 absl::StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>& args) {
   LaunchOptions options;
   size_t i = 0;
@@ -119,6 +133,19 @@ absl::StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>&
     } else if (name == "--no-prefix" || name == "--tag-output") {
       status = no_value();
       options.prefix_output = name == "--tag-output";
+    } else if ((name == "-n" || name == "--nproc-per-node") &&
+               (attached.has_value()
+                    ? attached->find(',') != std::string::npos
+                    : i + 1 < args.size() && args[i + 1].find(',') != std::string::npos)) {
+      absl::StatusOr<std::string> text = value();
+      if (!text.ok()) return text.status();
+      options.node_sizes.clear();
+      for (absl::string_view item : absl::StrSplit(*text, ',')) {
+        absl::StatusOr<int> parsed = ParseInt(name, item, 1, 1 << 20);
+        if (!parsed.ok()) return parsed.status();
+        options.node_sizes.push_back(*parsed);
+      }
+      options.nproc_per_node = options.node_sizes.front();
     } else if (name == "-n" || name == "--nproc-per-node" || name == "--nnodes" ||
                name == "--node-rank" || name == "--master-port") {
       absl::StatusOr<std::string> text = value();
@@ -127,7 +154,10 @@ absl::StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>&
                                    : name == "--node-rank" ? ParseInt(name, *text, 0, 1 << 20)
                                                            : ParseInt(name, *text, 1, 1 << 20);
       if (!parsed.ok()) return parsed.status();
-      if (name == "-n" || name == "--nproc-per-node") options.nproc_per_node = *parsed;
+      if (name == "-n" || name == "--nproc-per-node") {
+        options.nproc_per_node = *parsed;
+        options.node_sizes.clear();
+      }
       if (name == "--nnodes") options.nnodes = *parsed;
       if (name == "--node-rank") options.node_rank = *parsed;
       if (name == "--master-port") options.master_port = *parsed;
@@ -158,7 +188,19 @@ absl::StatusOr<LaunchOptions> ParseLaunchOptions(const std::vector<std::string>&
     return absl::InvalidArgumentError(
         absl::StrCat("--node-rank ", options.node_rank, " is not below --nnodes ", options.nnodes));
   }
-  if (int64_t{options.nnodes} * options.nproc_per_node > (1 << 20)) {
+  if (!options.node_sizes.empty()) {
+    if (static_cast<int>(options.node_sizes.size()) != options.nnodes) {
+      return absl::InvalidArgumentError(absl::StrCat("-n lists ", options.node_sizes.size(),
+                                                     " node sizes but --nnodes is ", options.nnodes,
+                                                     ": give one count per node"));
+    }
+    options.nproc_per_node = options.node_sizes[options.node_rank];
+  }
+  int64_t total = int64_t{options.nnodes} * options.nproc_per_node;
+  if (!options.node_sizes.empty()) {
+    total = std::accumulate(options.node_sizes.begin(), options.node_sizes.end(), int64_t{0});
+  }
+  if (total > (1 << 20)) {
     return absl::InvalidArgumentError("--nnodes times --nproc-per-node exceeds 1048576 ranks");
   }
   if (options.nnodes > 1 && options.master_port == 0) {

@@ -15,7 +15,10 @@
 namespace weft::launcher {
 
 struct LaunchOptions {
-  int nproc_per_node = 0;
+  int nproc_per_node = 0;  // ranks on this node
+  // Ranks on each node, when -n listed them ("3,1": uneven nodes); empty when every node runs
+  // nproc_per_node ranks.
+  std::vector<int> node_sizes;
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
@@ -25,7 +28,8 @@ struct LaunchOptions {
   bool help = false;                 // -h/--help: print kUsage, start nothing
   std::vector<std::string> command;  // the program, then its arguments
 
-  int world_size() const { return nnodes * nproc_per_node; }
+  int world_size() const;
+  int first_rank() const;  // the global rank of this node's local rank 0
 };
 
 // What --help prints.

@@ -20,7 +20,7 @@ namespace weft::launcher {
 namespace {
 
 // What the child was doing when it failed; sent to the parent with errno.
-enum ChildStep : int { kJoinGroup, kSetDeathSignal, kRedirect, kExec };
+enum ChildStep : int { kJoinGroup, kSetDeathSignal, kRedirect, kBind, kExec };
 
 struct ChildReport {
   int step;
@@ -37,7 +37,8 @@ struct ChildReport {
 // Runs in the child between fork() and exec: the parent has threads (the rendezvous store), so
 // only async-signal-safe calls are allowed here, and every buffer was prepared before fork().
 [[noreturn]] void RunChild(pid_t parent, int report_fd, int stdin_fd, int stdout_fd, int stderr_fd,
-                           const char* path, char* const* argv, char* const* envp) {
+                           const char* path, char* const* argv, char* const* envp,
+                           const cpu_set_t* affinity) {
   if (setpgid(0, 0) != 0) ReportAndExit(report_fd, kJoinGroup);
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ReportAndExit(report_fd, kSetDeathSignal);
   // The launcher may have died before prctl() took effect; then nobody would kill us later.
@@ -49,6 +50,9 @@ struct ChildReport {
   // Descriptors the launcher inherited or opened without O_CLOEXEC would stay open in every rank
   // and could hold another rank's pipe open past its exit. Best effort: older kernels lack it.
   close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  if (affinity != nullptr && sched_setaffinity(0, sizeof(*affinity), affinity) != 0) {
+    ReportAndExit(report_fd, kBind);
+  }
 
   struct sigaction default_action = {};
   default_action.sa_handler = SIG_DFL;
@@ -65,6 +69,7 @@ std::string DescribeFailure(const std::string& path, const ChildReport& report) 
   const char* step = report.step == kJoinGroup        ? "creating the rank's process group"
                      : report.step == kSetDeathSignal ? "tying the rank's life to weftrun's"
                      : report.step == kRedirect       ? "connecting the rank's stdio"
+                     : report.step == kBind           ? "binding the rank to its CPUs (WEFT_BIND)"
                                                       : nullptr;
   if (step != nullptr) {
     return absl::StrCat("cannot run '", path, "': ", step, " failed: ", strerror(report.error));
@@ -169,8 +174,8 @@ absl::StatusOr<std::string> ResolveProgram(const std::string& program) {
 }
 
 absl::StatusOr<RankProcess> SpawnRank(const std::string& path, const std::vector<std::string>& argv,
-                                      const std::vector<std::string>& env,
-                                      const Deadline& deadline) {
+                                      const std::vector<std::string>& env, const Deadline& deadline,
+                                      const cpu_set_t* affinity) {
   std::vector<char*> argv_ptrs = PointersTo(argv);
   std::vector<char*> env_ptrs = PointersTo(env);
 
@@ -193,7 +198,7 @@ absl::StatusOr<RankProcess> SpawnRank(const std::string& path, const std::vector
   const pid_t pid = fork();
   if (pid == 0) {
     RunChild(parent, report[1], devnull, out[1], err[1], path.c_str(), argv_ptrs.data(),
-             env_ptrs.data());
+             env_ptrs.data(), affinity);
   }
   const int fork_errno = errno;
   CloseAll({out[1], err[1], report[1], devnull});

@@ -9,6 +9,7 @@
 // of looking like a rank that ran and exited 127.
 #pragma once
 
+#include <sched.h>
 #include <sys/types.h>
 
 #include <string>
@@ -34,10 +35,13 @@ absl::StatusOr<std::string> ResolveProgram(const std::string& program);
 // the program could not be executed (the launcher's exit status 127), any other code when the
 // launcher could not create the process. `deadline` bounds the wait for the exec.
 //
+// With `affinity`, the child binds itself to those CPUs before the exec, so that every thread
+// the program starts inherits the binding.
+//
 // Call it from the main thread: the kernel sends PR_SET_PDEATHSIG when the thread that forked
 // the child ends, not when the process does.
 absl::StatusOr<RankProcess> SpawnRank(const std::string& path, const std::vector<std::string>& argv,
-                                      const std::vector<std::string>& env,
-                                      const Deadline& deadline);
+                                      const std::vector<std::string>& env, const Deadline& deadline,
+                                      const cpu_set_t* affinity = nullptr);
 
 }  // namespace weft::launcher
