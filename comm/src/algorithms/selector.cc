@@ -7,8 +7,8 @@
 namespace weft {
 namespace {
 
-// Below this, Rabenseifner's log2(p) steps beat the ring's p-1 steps on the network.
-constexpr size_t kRingMinBytes = 256 << 10;
+// Bounds the memory of the decisions a communicator remembers (a job with ever-changing sizes).
+constexpr size_t kRememberedDecisions = 4096;
 
 constexpr OpKind kCollectives[] = {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather,
                                    OpKind::kBroadcast, OpKind::kReduce,        OpKind::kAllToAll,
@@ -24,7 +24,8 @@ std::optional<OpKind> ParseCollective(absl::string_view name) {
 absl::Status UnknownAlgorithm(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown algorithm '", name,
-      "' in WEFT_ALGO; known: ring, rabenseifner, shm_direct, tree, pairwise, dissemination"));
+      "' in WEFT_ALGO; known: ring, rabenseifner, shm_direct, cma_direct, tree, pairwise, "
+      "dissemination, hierarchical (hier)"));
 }
 
 }  // namespace
@@ -57,41 +58,62 @@ absl::StatusOr<AlgorithmSelector> AlgorithmSelector::Create(absl::string_view sp
   return selector;
 }
 
+std::optional<AlgorithmId> AlgorithmSelector::Forced(OpKind kind) const {
+  if (auto it = forced_.find(kind); it != forced_.end()) return it->second;
+  if (forced_all_ && Implements(*forced_all_, kind)) return forced_all_;
+  return std::nullopt;
+}
+
 AlgorithmId AlgorithmSelector::Choose(OpKind kind, size_t bytes, const Peers& peers) const {
-  std::optional<AlgorithmId> forced;
-  if (auto it = forced_.find(kind); it != forced_.end()) {
-    forced = it->second;
-  } else if (forced_all_ && Implements(*forced_all_, kind)) {
-    forced = forced_all_;
-  }
+  const std::optional<AlgorithmId> forced = Forced(kind);
   if (forced && Usable(*forced, peers)) return *forced;
-  const AlgorithmId chosen = Default(kind, bytes, peers);
-  if (forced && DebugEnabled(DebugLevel::kInfo)) {
+  const std::pair<OpKind, size_t> call{kind, bytes};
+  {
+    std::lock_guard<std::mutex> lock(decided_->mu);
+    if (auto it = decided_->by_call.find(call); it != decided_->by_call.end()) return it->second;
+  }
+  const TuningShape shape = TuningShape::Of(peers);
+  const TunerChoice choice = tuner_->Choose(kind, bytes, shape);
+  {
+    std::lock_guard<std::mutex> lock(decided_->mu);
+    if (decided_->by_call.size() >= kRememberedDecisions) decided_->by_call.clear();
+    decided_->by_call.emplace(call, choice.algorithm);
+  }
+  if (!DebugEnabled(DebugLevel::kInfo)) return choice.algorithm;
+  if (forced) {
     DebugLog(DebugLevel::kInfo,
              absl::StrCat("rank ", peers.rank(), ": WEFT_ALGO asks for ", Name(*forced), " for ",
                           Name(kind), " but it cannot run here (ranks span hosts); using ",
-                          Name(chosen)));
+                          Name(choice.algorithm)));
   }
-  return chosen;
+  // Every rank decides alike: rank 0 speaks for them, once per collective and size class.
+  if (peers.rank() == 0) {
+    const int size_class = bytes == 0 ? -1 : 63 - __builtin_clzll(bytes);
+    bool first;
+    {
+      std::lock_guard<std::mutex> lock(printed_->mu);
+      first = printed_->seen.emplace(kind, size_class).second;
+    }
+    if (first) {
+      DebugLog(DebugLevel::kInfo,
+               absl::StrCat("rank 0: tuner: ", tuner_->Explain(kind, bytes, shape)));
+    }
+  }
+  return choice.algorithm;
 }
 
-AlgorithmId AlgorithmSelector::Default(OpKind kind, size_t bytes, const Peers& peers) const {
-  const bool one_host = peers.arena() != nullptr;
-  switch (kind) {
-    case OpKind::kAllReduce:
-      if (one_host) return AlgorithmId::kShmDirect;
-      return bytes < kRingMinBytes ? AlgorithmId::kRabenseifner : AlgorithmId::kRing;
-    case OpKind::kReduceScatter:
-    case OpKind::kAllGather:
-      return one_host ? AlgorithmId::kShmDirect : AlgorithmId::kRing;
-    case OpKind::kBroadcast:
-    case OpKind::kReduce:
-      return one_host ? AlgorithmId::kShmDirect : AlgorithmId::kTree;
-    case OpKind::kBarrier:
-      return one_host ? AlgorithmId::kShmDirect : AlgorithmId::kDissemination;
-    default:
-      return AlgorithmId::kPairwise;
+double AlgorithmSelector::Predict(OpKind kind, size_t bytes, const Peers& peers) const {
+  return tuner_->Predict(Choose(kind, bytes, peers), kind, bytes, TuningShape::Of(peers));
+}
+
+std::string AlgorithmSelector::Explain(OpKind kind, size_t bytes, const Peers& peers) const {
+  const TuningShape shape = TuningShape::Of(peers);
+  const std::optional<AlgorithmId> forced = Forced(kind);
+  if (forced && Usable(*forced, peers)) {
+    return absl::StrCat("WEFT_ALGO forces ", Name(*forced),
+                        "; the tuner would say: ", tuner_->Explain(kind, bytes, shape));
   }
+  return tuner_->Explain(kind, bytes, shape);
 }
 
 }  // namespace weft

@@ -1,0 +1,110 @@
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "algorithms/hierarchical.h"
+#include "algorithms/hierarchical_group.h"
+
+namespace weft {
+namespace {
+
+// One lane's piece of a pipeline chunk: large enough that per-message costs stay small, small
+// enough that a 64 MiB buffer makes tens of chunks whose phases overlap.
+constexpr size_t kLaneChunkBytes = 1 << 20;
+// PipelineStep numbers at most this many chunks.
+constexpr size_t kMaxChunks = size_t{1} << 19;
+
+enum Phase { kReduceInNode = 0, kReduceScatterAcross = 1, kAllGatherAcross = 2, kSpreadInNode = 3 };
+
+}  // namespace
+
+HierarchicalAllReduce::HierarchicalAllReduce(Peers& peers, const CollectiveArgs& args)
+    : peers_(peers), args_(args) {}
+
+absl::Status HierarchicalAllReduce::Run() {
+  const NodeLayout& nodes = peers_.nodes();
+  const size_t es = args_.element_bytes();
+  const size_t count = args_.count;
+  auto* data = static_cast<std::byte*>(args_.recv);
+  if (args_.send != args_.recv) std::memcpy(data, args_.send, count * es);
+  if (peers_.size() == 1) return absl::OkStatus();
+
+  const int lanes = nodes.lanes();
+  const std::vector<int>& local = nodes.local_group();
+  const int my_lane = nodes.local_rank() < lanes ? nodes.local_rank() : -1;
+  RankGroup across;
+  if (my_lane >= 0) across = {nodes.lane_group(my_lane), nodes.node()};
+
+  size_t chunk = std::max<size_t>(1, kLaneChunkBytes / es) * lanes;
+  chunk = std::max(chunk, (count + kMaxChunks - 1) / kMaxChunks);
+  const size_t chunks = (count + chunk - 1) / chunk;
+  struct Piece {
+    std::byte* at;
+    size_t bytes;
+  };
+  auto piece = [&](size_t c, int lane) {
+    const size_t offset = c * chunk;
+    const Partition parts(std::min(chunk, count - offset), lanes);
+    return Piece{data + (offset + parts.offset(lane)) * es, parts.size(lane) * es};
+  };
+
+  std::vector<Transfer> pending;  // waited for at the end only
+  std::vector<Transfer> reducing, reducing_next;
+  // Phase 1 of chunk c: every piece goes to its lane rank, which reduces it on receipt.
+  auto reduce_in_node = [&](size_t c, std::vector<Transfer>& reductions) {
+    for (int lane = 0; lane < lanes; ++lane) {
+      const Piece p = piece(c, lane);
+      const uint32_t step = PipelineStep(c, kReduceInNode);
+      if (lane != my_lane) {
+        pending.push_back(peers_.Send(local[lane], step, p.at, p.bytes));
+        continue;
+      }
+      for (int r : local) {
+        if (r == peers_.rank()) continue;
+        reductions.push_back(
+            peers_.Recv(r, step, RecvSink::Reduce(p.at, args_.dtype, args_.op), p.bytes));
+      }
+    }
+  };
+
+  reduce_in_node(0, reducing);
+  for (size_t c = 0; c < chunks; ++c) {
+    if (absl::Status s = peers_.Wait(reducing); !s.ok()) return s;
+    reducing.clear();
+    if (c + 1 < chunks) reduce_in_node(c + 1, reducing_next);
+    if (my_lane >= 0) {
+      const Piece p = piece(c, my_lane);
+      if (across.size() > 1) {
+        const Segments segments = Segments::Even(p.bytes / es, across.size(), es);
+        if (absl::Status s =
+                GroupRingReduceScatter(peers_, across, p.at, segments, args_.dtype, args_.op,
+                                       PipelineStep(c, kReduceScatterAcross));
+            !s.ok()) {
+          return s;
+        }
+        if (absl::Status s = GroupRingAllGather(peers_, across, p.at, segments,
+                                                PipelineStep(c, kAllGatherAcross));
+            !s.ok()) {
+          return s;
+        }
+      }
+      for (int r : local) {
+        if (r != peers_.rank()) {
+          pending.push_back(peers_.Send(r, PipelineStep(c, kSpreadInNode), p.at, p.bytes));
+        }
+      }
+    }
+    // Phase 3: the other lanes' finished pieces arrive from their lane ranks.
+    for (int lane = 0; lane < lanes; ++lane) {
+      if (lane == my_lane) continue;
+      const Piece p = piece(c, lane);
+      pending.push_back(
+          peers_.Recv(local[lane], PipelineStep(c, kSpreadInNode), RecvSink::Copy(p.at), p.bytes));
+    }
+    std::swap(reducing, reducing_next);
+  }
+  return peers_.Wait(pending);
+}
+
+}  // namespace weft

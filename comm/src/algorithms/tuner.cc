@@ -1,0 +1,196 @@
+#include "algorithms/tuner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace weft {
+namespace {
+
+// Preference on equal predictions: the specialised algorithms first.
+constexpr AlgorithmId kAllAlgorithms[] = {AlgorithmId::kShmDirect,    AlgorithmId::kCmaDirect,
+                                          AlgorithmId::kHierarchical, AlgorithmId::kRabenseifner,
+                                          AlgorithmId::kRing,         AlgorithmId::kTree,
+                                          AlgorithmId::kPairwise,     AlgorithmId::kDissemination};
+
+// Chunk and round sizes of the implementations (ring.cc, tree.cc, shm_direct.cc,
+// hierarchical_*.cc); they set how many latencies a large message pays.
+constexpr double kTreeChunkBytes = 512 << 10;
+constexpr double kLaneChunkBytes = 1 << 20;
+
+double Log2Ceil(int p) { return p <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(p))); }
+bool PowerOfTwo(int p) { return (p & (p - 1)) == 0; }
+
+std::string Micros(double seconds) { return absl::StrFormat("%.1f us", seconds * 1e6); }
+
+}  // namespace
+
+TuningShape TuningShape::Of(const Peers& peers) {
+  const NodeLayout& nodes = peers.nodes();
+  TuningShape shape;
+  shape.ranks = peers.size();
+  shape.nodes = nodes.num_nodes();
+  shape.lanes = nodes.lanes();
+  shape.max_local = nodes.max_local_size();
+  shape.arena = peers.arena() != nullptr;
+  shape.remote_read = Usable(AlgorithmId::kCmaDirect, peers);
+  return shape;
+}
+
+std::vector<AlgorithmId> CostTuner::Candidates(OpKind kind, const TuningShape& shape) const {
+  // On one host every collective the arena families implement runs on the arena: their
+  // fingerprints meet there, so a rank that calls a different collective is caught at once,
+  // whereas a link algorithm on one rank and an arena one on another would wait on each other
+  // until the timeout.
+  const bool arena_only = shape.arena && Implements(AlgorithmId::kShmDirect, kind);
+  std::vector<AlgorithmId> candidates;
+  for (AlgorithmId id : kAllAlgorithms) {
+    if (!Implements(id, kind)) continue;
+    if (id == AlgorithmId::kShmDirect && !shape.arena) continue;
+    if (id == AlgorithmId::kCmaDirect && !shape.remote_read) continue;
+    if (id == AlgorithmId::kHierarchical && shape.nodes < 2) continue;
+    if (arena_only && id != AlgorithmId::kShmDirect && id != AlgorithmId::kCmaDirect) continue;
+    candidates.push_back(id);
+  }
+  return candidates;
+}
+
+double CostTuner::Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
+                          const TuningShape& shape) const {
+  if (!Implements(algorithm, kind)) return -1;
+  const double n = static_cast<double>(bytes);
+  const int p = shape.ranks;
+  if (p <= 1) return 0;
+  const double share = static_cast<double>(p - 1) / p;
+  // Flat algorithms move at the pace of their slowest link.
+  const LinkCost flat =
+      shape.nodes > 1 ? model_.Get("net", shape.nodes) : model_.Get("shm", shape.ranks);
+  const double a = flat.alpha(), b = flat.beta(), g = model_.gamma();
+  const double log_p = Log2Ceil(p);
+
+  switch (algorithm) {
+    case AlgorithmId::kRing:
+      switch (kind) {
+        case OpKind::kAllReduce:
+          return 2 * (p - 1) * a + 2 * share * n * b + share * n * g;
+        case OpKind::kReduceScatter:
+          return (p - 1) * a + share * n * (b + g);
+        default:  // all-gather
+          return (p - 1) * a + share * n * b;
+      }
+    case AlgorithmId::kRabenseifner: {
+      double t = 2 * log_p * a + 2 * share * n * b + share * n * g;
+      if (!PowerOfTwo(p)) t += 2 * (a + n * b) + n * g;  // fold and unfold the extra ranks
+      return t;
+    }
+    case AlgorithmId::kTree: {
+      // Pipelined binomial tree: each level forwards chunk by chunk; the root sends the whole
+      // buffer to each of its log p children.
+      const double chunks = std::max(1.0, std::ceil(n / kTreeChunkBytes));
+      double t = (log_p + chunks - 1) * a + log_p * n * b;
+      if (kind == OpKind::kReduce) t += log_p * n * g;
+      return t;
+    }
+    case AlgorithmId::kPairwise:
+      return (p - 1) * (a + n / p * b);
+    case AlgorithmId::kDissemination:
+      return log_p * a;
+    case AlgorithmId::kShmDirect:
+    case AlgorithmId::kCmaDirect: {
+      // Calibration times the all-reduce; the other collectives move a fraction of its bytes:
+      // shm_direct stages through the arena (reduce-scatter and all-gather skip one of its three
+      // passes), cma_direct's all-reduce is its reduce-scatter then its all-gather.
+      const bool shm = algorithm == AlgorithmId::kShmDirect;
+      if (!(shm ? shape.arena : shape.remote_read)) return -1;
+      const LinkCost direct = model_.Get(Name(algorithm), p);
+      double share_of_all_reduce = 1;
+      switch (kind) {
+        case OpKind::kAllReduce:
+        case OpKind::kReduce:
+          break;
+        case OpKind::kBarrier:
+          share_of_all_reduce = 0;
+          break;
+        default:
+          share_of_all_reduce = shm ? 2.0 / 3 : 0.5;
+      }
+      return direct.alpha() + share_of_all_reduce * n * direct.beta();
+    }
+    case AlgorithmId::kHierarchical: {
+      if (shape.nodes < 2) return -1;
+      const LinkCost local = model_.Get("shm", shape.max_local);
+      const LinkCost net = model_.Get("net", shape.nodes);
+      const int m = shape.lanes, gmax = shape.max_local, nodes = shape.nodes;
+      const double lane = n / m;
+      const double across_share = static_cast<double>(nodes - 1) / nodes;
+      // In the node: a lane rank takes in (g-1) pieces; every rank sends its n bytes out once.
+      const double in_node =
+          gmax > 1 ? local.alpha() + std::max(n, (gmax - 1) * lane) * local.beta() : 0;
+      switch (kind) {
+        case OpKind::kAllReduce: {
+          const double chunks = std::max(1.0, std::ceil(lane / kLaneChunkBytes));
+          const double across = chunks * 2 * (nodes - 1) * net.alpha() +
+                                2 * across_share * lane * net.beta() + across_share * lane * g;
+          const double reduce = gmax > 1 ? (gmax - 1) * lane * g : 0;
+          const double local_phases = 2 * in_node + reduce;
+          // Pipelined: the slower side sets the pace, the other adds one chunk's worth.
+          return std::max(across, local_phases) + std::min(across, local_phases) / chunks;
+        }
+        case OpKind::kReduceScatter:
+          return in_node + (gmax > 1 ? (gmax - 1) * lane * g : 0) + (nodes - 1) * net.alpha() +
+                 across_share * lane * (net.beta() + g) + local.alpha() + n / p * local.beta();
+        case OpKind::kAllGather:
+          return local.alpha() + n / p * local.beta() + (nodes - 1) * net.alpha() +
+                 across_share * lane * net.beta() + in_node;
+        default: {  // broadcast: scatter to lanes, a tree per lane across nodes, spread
+          const double chunks = std::max(1.0, std::ceil(lane / kLaneChunkBytes));
+          const double across =
+              (Log2Ceil(nodes) + chunks - 1) * net.alpha() + Log2Ceil(nodes) * lane * net.beta();
+          const double local_phases = 2 * in_node;
+          return std::max(across, local_phases) + std::min(across, local_phases) / chunks;
+        }
+      }
+    }
+  }
+  return -1;
+}
+
+TunerChoice CostTuner::Choose(OpKind kind, size_t bytes, const TuningShape& shape) const {
+  TunerChoice best;
+  bool found = false;
+  for (AlgorithmId id : Candidates(kind, shape)) {
+    const double t = Predict(id, kind, bytes, shape);
+    if (t < 0) continue;
+    if (!found || t < best.predicted_s) {
+      best = {id, t};
+      found = true;
+    }
+  }
+  if (!found) {
+    // Nothing priced (a collective without candidates here): the one algorithm that does it.
+    best.algorithm = kind == OpKind::kAllToAll ? AlgorithmId::kPairwise : AlgorithmId::kRing;
+    best.predicted_s = -1;
+  }
+  return best;
+}
+
+std::string CostTuner::Explain(OpKind kind, size_t bytes, const TuningShape& shape) const {
+  const TunerChoice choice = Choose(kind, bytes, shape);
+  std::string text =
+      absl::StrCat(Name(kind), " ", bytes, " bytes on ", shape.ranks, " ranks, ", shape.nodes,
+                   shape.nodes == 1 ? " node" : " nodes", ": ", Name(choice.algorithm),
+                   " predicted ", Micros(choice.predicted_s), " (");
+  bool first = true;
+  for (AlgorithmId id : Candidates(kind, shape)) {
+    const double t = Predict(id, kind, bytes, shape);
+    if (t < 0) continue;
+    absl::StrAppend(&text, first ? "" : ", ", Name(id), " ", Micros(t));
+    first = false;
+  }
+  absl::StrAppend(&text, "; model: ", model_.source(), ")");
+  return text;
+}
+
+}  // namespace weft

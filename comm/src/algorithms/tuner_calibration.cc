@@ -1,0 +1,321 @@
+#include "algorithms/tuner_calibration.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "algorithms/algorithm.h"
+#include "algorithms/hierarchical_group.h"
+#include "log.h"
+#include "weft/kernels/reduce.h"
+#include "weft/topology/host.h"
+
+namespace weft {
+namespace {
+
+// Every class is timed on all-reduces of a small and a large buffer: the fastest small one gives
+// alpha, what the large one adds gives the bandwidth. The classes take turns, round after round,
+// so that a busy machine slows them alike and their comparison stays fair.
+constexpr size_t kSmallBytes = 256;
+constexpr size_t kLargeBytes = 2 << 20;
+constexpr int kRounds = 6;
+constexpr int kSmallPerRound = 4;
+constexpr AlgorithmId kDirectAlgorithms[] = {AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect};
+constexpr size_t kReduceBytes = 4 << 20;
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+const char* Env(const char* name) {
+  const char* value = std::getenv(name);
+  return (value != nullptr && *value != '\0') ? value : nullptr;
+}
+
+double Median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+// One timing run: a ring all-reduce over a group (shm, net) or a direct algorithm's all-reduce.
+struct Probe {
+  std::string name;  // the model's class
+  int ranks = 0;     // the group size the entry is kept for
+  RankGroup group;   // for the ring classes
+  std::optional<AlgorithmId> direct;
+  int slot = 0;  // shm 0, net 1, direct algorithms 2.. : the same on every rank
+  std::vector<double> small_s = {}, large_s = {};  // seconds per run
+
+  // From the median runs (what a benchmark's average sees, unlike the luckiest run): a ring over
+  // q ranks takes 2(q-1) alphas when small and adds (q-1)/q n (2 beta + gamma) when large; a
+  // direct algorithm takes alpha, then n beta.
+  LinkCost Fit(double gamma) const {
+    const double small = Median(small_s), large = Median(large_s);
+    const double transfer = std::max(large - small, 1e-9);
+    const double n = kLargeBytes - kSmallBytes;
+    if (direct) return LinkCost{std::max(0.05, small * 1e6), n / transfer / 1e9};
+    const double q = group.size();
+    const double beta = std::max((transfer / ((q - 1) / q * n) - gamma) / 2, 1e-12);
+    return LinkCost{std::max(0.05, small / (2 * (q - 1)) * 1e6), 1 / beta / 1e9};
+  }
+};
+
+// Runs one all-reduce of `data` for `probe`; `which` makes its envelope unique.
+absl::StatusOr<double> RunProbe(Peers& peers, const Probe& probe, std::vector<float>& data,
+                                uint64_t which, const Deadline& deadline) {
+  CollectiveArgs args;
+  args.kind = OpKind::kAllReduce;
+  args.send = data.data();
+  args.recv = data.data();
+  args.count = data.size();
+  args.dtype = DataType::kFloat32;
+  args.op = ReduceOp::kMax;  // keeps the values bounded across runs
+  const AlgorithmId algorithm = probe.direct.value_or(AlgorithmId::kRing);
+  Envelope e;
+  e.seq = ~uint64_t{0} - which;  // no user operation numbers this high
+  e.kind = static_cast<uint16_t>(args.kind);
+  e.count = args.count;
+  e.dtype = static_cast<uint8_t>(args.dtype);
+  e.op = static_cast<uint8_t>(args.op);
+  e.algorithm = static_cast<uint32_t>(algorithm);
+  peers.Begin(e, deadline);
+  const Clock::time_point start = Clock::now();
+  if (probe.direct) {
+    if (absl::Status s = MakeAlgorithm(algorithm, peers, args)->Run(); !s.ok()) return s;
+    return Since(start);
+  }
+  const Segments segments = Segments::Even(args.count, probe.group.size(), sizeof(float));
+  auto* at = reinterpret_cast<std::byte*>(data.data());
+  if (absl::Status s =
+          GroupRingReduceScatter(peers, probe.group, at, segments, args.dtype, args.op, 0);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = GroupRingAllGather(peers, probe.group, at, segments, probe.group.size());
+      !s.ok()) {
+    return s;
+  }
+  return Since(start);
+}
+
+// Every rank runs the probes it belongs to, in the same order, round after round.
+absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline& deadline) {
+  std::vector<float> small(kSmallBytes / sizeof(float), 1.0f);
+  std::vector<float> large(kLargeBytes / sizeof(float), 1.0f);
+  for (int round = 0; round < kRounds; ++round) {
+    for (Probe& probe : probes) {
+      // Envelopes must agree between ranks that run different sets of probes.
+      uint64_t which = (static_cast<uint64_t>(round) * 16 + probe.slot) * 16;
+      for (int i = 0; i < kSmallPerRound; ++i) {
+        absl::StatusOr<double> t = RunProbe(peers, probe, small, which++, deadline);
+        if (!t.ok()) return t.status();
+        probe.small_s.push_back(*t);
+      }
+      absl::StatusOr<double> t = RunProbe(peers, probe, large, which++, deadline);
+      if (!t.ok()) return t.status();
+      probe.large_s.push_back(*t);
+    }
+  }
+  return absl::OkStatus();
+}
+
+double MeasureReduceGbps() {
+  std::vector<float> dst(kReduceBytes / sizeof(float), 1.0f), src(dst.size(), 2.0f);
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const Clock::time_point start = Clock::now();
+    ReduceInto(DataType::kFloat32, ReduceOp::kMax, dst.data(), src.data(), dst.size());
+    best = std::min(best, Since(start));
+  }
+  return kReduceBytes / std::max(best, 1e-9) / 1e9;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Writes through a temporary file and rename(), so concurrent jobs never see half a file.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string dir = path.substr(0, path.rfind('/'));
+  std::string partial;
+  for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
+    absl::StrAppend(&partial, "/", part);
+    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("creating ", partial, ": ", std::strerror(errno)));
+    }
+  }
+  const std::string temporary = absl::StrCat(path, ".", getpid(), ".tmp");
+  {
+    std::ofstream out(temporary);
+    out << text;
+    if (!out.flush()) {
+      return absl::UnavailableError(
+          absl::StrCat("writing ", temporary, ": ", std::strerror(errno)));
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::remove(temporary.c_str());
+    return absl::UnavailableError(
+        absl::StrCat("renaming ", temporary, " to ", path, ": ", std::strerror(error)));
+  }
+  return absl::OkStatus();
+}
+
+// What rank 0 found missing, for every rank to help measure.
+struct Plan {
+  bool shm = false, net = false;
+  std::vector<AlgorithmId> direct;
+
+  bool empty() const { return !shm && !net && direct.empty(); }
+  std::string Encode() const {
+    std::string text = absl::StrCat(shm ? "shm " : "", net ? "net " : "");
+    for (AlgorithmId id : direct) absl::StrAppend(&text, Name(id), " ");
+    return text + "-";
+  }
+  static Plan Decode(absl::string_view text) {
+    Plan plan;
+    for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+      if (word == "shm") plan.shm = true;
+      if (word == "net") plan.net = true;
+      if (std::optional<AlgorithmId> id = ParseAlgorithm(word)) plan.direct.push_back(*id);
+    }
+    return plan;
+  }
+};
+
+}  // namespace
+
+std::string TuningCachePath() {
+  std::string dir;
+  if (const char* forced = Env("WEFT_CACHE_DIR")) {
+    dir = forced;
+  } else if (const char* xdg = Env("XDG_CACHE_HOME")) {
+    dir = absl::StrCat(xdg, "/weft");
+  } else if (const char* home = Env("HOME")) {
+    dir = absl::StrCat(home, "/.cache/weft");
+  } else {
+    return "";
+  }
+  std::string host = HostName();
+  std::replace(host.begin(), host.end(), '/', '_');
+  return absl::StrCat(dir, "/tuning-", host, ".txt");
+}
+
+absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Deadline& deadline) {
+  const Clock::time_point start = Clock::now();
+  const NodeLayout& nodes = peers.nodes();
+  const int rank = peers.rank();
+  const int node0 = static_cast<int>(nodes.members(0).size());
+  const int lanes = nodes.lanes();
+
+  CostModel model;
+  Plan plan;
+  std::string cache;
+  if (rank == 0) {
+    if (const char* file = Env("WEFT_TUNING_FILE")) {
+      absl::StatusOr<std::string> text = ReadFile(file);
+      if (!text.ok()) {
+        return absl::Status(text.status().code(),
+                            absl::StrCat("reading WEFT_TUNING_FILE: ", text.status().message()));
+      }
+      if (absl::Status s = model.Merge(*text, file); !s.ok()) return s;
+    } else {
+      cache = TuningCachePath();
+      if (absl::StatusOr<std::string> text = ReadFile(cache); !cache.empty() && text.ok()) {
+        // A damaged cache is measured again and replaced.
+        if (absl::Status s = model.Merge(*text, cache); !s.ok()) {
+          DebugLog(DebugLevel::kWarn,
+                   absl::StrCat("rank 0: ignoring the tuning cache: ", s.message()));
+          model = CostModel();
+        }
+      }
+      plan.shm = node0 > 1 && peers.link(nodes.members(0)[1])->transport_name() == "shm" &&
+                 !model.Has("shm", node0);
+      plan.net = nodes.num_nodes() > 1 && !model.Has("net", nodes.num_nodes());
+      for (AlgorithmId id : kDirectAlgorithms) {
+        if (Usable(id, peers) && !model.Has(Name(id), peers.size())) plan.direct.push_back(id);
+      }
+      if (!plan.empty() && !model.has_reduce()) model.set_reduce_gbps(MeasureReduceGbps());
+    }
+    if (absl::Status s = store.Set("tuning/plan", plan.Encode()); !s.ok()) return s;
+  } else {
+    absl::StatusOr<std::string> text = store.Get("tuning/plan", deadline);
+    if (!text.ok()) return text.status();
+    plan = Plan::Decode(*text);
+  }
+
+  // Every group measures at once, as the algorithms run; rank 0's numbers are kept.
+  std::vector<Probe> probes;
+  if (plan.shm && nodes.local_size() > 1) {
+    probes.push_back(
+        {"shm", nodes.local_size(), {nodes.local_group(), nodes.local_rank()}, std::nullopt, 0});
+  }
+  if (plan.net && nodes.local_rank() < lanes) {
+    probes.push_back({"net",
+                      nodes.num_nodes(),
+                      {nodes.lane_group(nodes.local_rank()), nodes.node()},
+                      std::nullopt,
+                      1});
+  }
+  int slot = 2;
+  for (AlgorithmId id : plan.direct) probes.push_back({Name(id), peers.size(), {}, id, slot++});
+  if (absl::Status s = RunProbes(peers, probes, deadline); !s.ok()) return s;
+  for (const Probe& probe : probes) {
+    // Rank 0 is in node 0 and in lane 0: its probes are the ones rank 0 planned.
+    model.Set(probe.name, probe.ranks, probe.Fit(model.gamma()));
+  }
+
+  if (rank == 0) {
+    if (!plan.empty()) {
+      model.set_source(cache.empty() ? "measured" : absl::StrCat("measured, cached in ", cache));
+      if (DebugEnabled(DebugLevel::kInfo)) {
+        DebugLog(DebugLevel::kInfo, absl::StrCat("rank 0: tuner calibrated ", plan.Encode(),
+                                                 " in ", Since(start) * 1e3, " ms"));
+      }
+      if (!cache.empty()) {
+        if (absl::Status s = WriteFileAtomically(cache, model.Format()); !s.ok()) {
+          DebugLog(DebugLevel::kWarn,
+                   absl::StrCat("rank 0: not caching the tuning: ", s.message()));
+          model.set_source("measured");
+        }
+      }
+    }
+    if (absl::Status s =
+            store.Set("tuning/model", absl::StrCat(model.source(), "\n", model.Format()));
+        !s.ok()) {
+      return s;
+    }
+    return model;
+  }
+  absl::StatusOr<std::string> published = store.Get("tuning/model", deadline);
+  if (!published.ok()) return published.status();
+  const size_t newline = published->find('\n');
+  CostModel adopted;
+  if (absl::Status s = adopted.Merge(published->substr(newline + 1), "rank 0's tuning"); !s.ok()) {
+    return s;
+  }
+  adopted.set_source(published->substr(0, newline));
+  return adopted;
+}
+
+}  // namespace weft

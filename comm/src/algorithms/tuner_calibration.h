@@ -1,0 +1,33 @@
+// Calibration: how a communicator gets the CostModel its tuner prices algorithms with.
+//
+// Collective over the communicator, at creation, before the engine starts. Rank 0 decides:
+//   - WEFT_TUNING_FILE set: that file is the model (missing entries keep their defaults), and
+//     nothing is measured or cached;
+//   - otherwise the per-host cache, tuning-<host>.txt in WEFT_CACHE_DIR (default
+//     $XDG_CACHE_HOME/weft, else ~/.cache/weft); what this communicator uses and the cache lacks
+//     is measured, and rank 0 rewrites the cache (atomically). The shm class: a ring all-reduce
+//     inside every node at once; the net class: a ring all-reduce across nodes in every lane at
+//     once; shm_direct and cma_direct (one host): their own all-reduce. Each is timed at 256 B
+//     and 2 MiB, the classes taking turns for six rounds, and fitted from the median runs. This
+//     takes some tens of milliseconds, and only the first communicator of a size on a host pays.
+// Rank 0 then publishes the model through the store and every rank adopts it, so all ranks price
+// with the same numbers and choose the same algorithms.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "algorithms/tuner_model.h"
+#include "bootstrap/store.h"
+#include "deadline.h"
+#include "peers.h"
+
+namespace weft {
+
+absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Deadline& deadline);
+
+// The cache file rank 0 of a communicator on this host reads and writes ("" when neither
+// WEFT_CACHE_DIR, XDG_CACHE_HOME nor HOME is set).
+std::string TuningCachePath();
+
+}  // namespace weft

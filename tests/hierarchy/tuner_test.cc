@@ -1,0 +1,282 @@
+// The tuner's parts in one process: the cost model's text format, the node layout and lane plan,
+// the choices CostTuner makes for a given model, the selector's WEFT_ALGO override, and
+// calibration's use of WEFT_TUNING_FILE and of the per-host cache.
+#include "algorithms/tuner.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "algorithms/hierarchical_group.h"
+#include "algorithms/selector.h"
+#include "algorithms/tuner_calibration.h"
+#include "algorithms/tuner_model.h"
+#include "bootstrap/file_store.h"
+#include "gtest/gtest.h"
+#include "node_layout.h"
+#include "peers.h"
+
+namespace weft {
+namespace {
+
+constexpr char kModel[] = R"(# a test machine
+shm.alpha_us 2
+shm.gbps 4
+net.alpha_us 50   # a slow network
+net.gbps 1
+reduce.gbps 8
+shm_direct.2.alpha_us 1
+shm_direct.2.gbps 4
+cma_direct.2.alpha_us 10
+cma_direct.2.gbps 10
+)";
+
+CostModel TestModel() {
+  CostModel model;
+  EXPECT_TRUE(model.Merge(kModel, "test.txt").ok());
+  return model;
+}
+
+std::string TempDir() {
+  char path[] = "/tmp/weft-tuner-test-XXXXXX";
+  EXPECT_NE(mkdtemp(path), nullptr);
+  return path;
+}
+
+// A communicator's view for the selector: links are never touched while choosing.
+std::unique_ptr<Peers> FakePeers(const std::vector<std::string>& hosts, int rank) {
+  auto peers = std::make_unique<Peers>(rank, static_cast<int>(hosts.size()),
+                                       std::vector<std::unique_ptr<Link>>(hosts.size()), nullptr);
+  peers->SetNodes(NodeLayout(hosts, rank));
+  return peers;
+}
+
+TEST(CostModel, ParsesEntriesWithAndWithoutGroupSizes) {
+  const CostModel model = TestModel();
+  EXPECT_EQ(model.source(), "test.txt");
+  EXPECT_DOUBLE_EQ(model.Get("shm", 7).alpha_us, 2);
+  EXPECT_DOUBLE_EQ(model.Get("net", 2).gbps, 1);
+  EXPECT_DOUBLE_EQ(model.reduce_gbps(), 8);
+  EXPECT_DOUBLE_EQ(model.Get("cma_direct", 2).gbps, 10);
+  // A direct algorithm measured on 2 ranks, asked for 4: the memory bus is shared.
+  EXPECT_DOUBLE_EQ(model.Get("shm_direct", 4).gbps, 2);
+  EXPECT_DOUBLE_EQ(model.Get("shm_direct", 4).alpha_us, 1);
+  EXPECT_TRUE(model.Has("shm", 0));
+  EXPECT_FALSE(model.Has("shm", 2));
+}
+
+TEST(CostModel, SizedEntriesWinAndTheNearestSizeStandsIn) {
+  CostModel model;
+  ASSERT_TRUE(model
+                  .Merge("shm.alpha_us 5\nshm.gbps 1\nshm.4.alpha_us 3\nshm.4.gbps 2\n"
+                         "net.8.alpha_us 40\nnet.8.gbps 3\n",
+                         "f")
+                  .ok());
+  EXPECT_DOUBLE_EQ(model.Get("shm", 4).alpha_us, 3);
+  EXPECT_DOUBLE_EQ(model.Get("shm", 2).alpha_us, 5);   // size-less entry
+  EXPECT_DOUBLE_EQ(model.Get("net", 2).alpha_us, 40);  // nearest size, links are not scaled
+  EXPECT_DOUBLE_EQ(model.Get("net", 2).gbps, 3);
+  // Never measured: three passes at shm speed.
+  EXPECT_DOUBLE_EQ(model.Get("cma_direct", 4).gbps, 2.0 / 3);
+}
+
+TEST(CostModel, FormatReadsBackTheSameModel) {
+  const CostModel model = TestModel();
+  CostModel again;
+  ASSERT_TRUE(again.Merge(model.Format(), "formatted").ok());
+  EXPECT_EQ(again.Format(), model.Format());
+  EXPECT_DOUBLE_EQ(again.Get("cma_direct", 2).alpha_us, 10);
+}
+
+TEST(CostModel, ErrorsNameTheFileLineAndTheValidKeys) {
+  struct Case {
+    const char* text;
+    const char* says;
+  };
+  for (const Case& c :
+       {Case{"shm.gbps 4\n\nnet.speed 3\n", "f.txt:3"}, Case{"shm.gbps -1\n", "positive"},
+        Case{"shm.gbps\n", "two words"}, Case{"gpu.alpha_us 1\n", "unknown key"},
+        Case{"shm.x.gbps 1\n", "RANKS"}, Case{"net.alpha_us 3\n", "both"}}) {
+    CostModel model;
+    absl::Status status = model.Merge(c.text, "f.txt");
+    EXPECT_FALSE(status.ok()) << c.text;
+    EXPECT_TRUE(absl::StrContains(status.message(), c.says)) << status.message();
+  }
+}
+
+TEST(NodeLayout, GroupsRanksByHostInRankOrder) {
+  const NodeLayout layout({"x", "y", "x", "x"}, 3);
+  EXPECT_EQ(layout.num_nodes(), 2);
+  EXPECT_EQ(layout.node(), 0);
+  EXPECT_EQ(layout.local_rank(), 2);
+  EXPECT_EQ(layout.members(0), (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(layout.members(1), (std::vector<int>{1}));
+  EXPECT_EQ(layout.lanes(), 1);
+  EXPECT_TRUE(layout.uneven());
+  EXPECT_EQ(layout.lane_group(0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(layout.Describe(), "2 nodes (3+1 ranks)");
+  EXPECT_EQ(NodeLayout({"a", "b", "a", "b"}, 0).Describe(), "2 nodes x 2 ranks");
+}
+
+TEST(LaneBlocks, PacksEachLaneNodeByNode) {
+  // Nodes: {0, 2, 4} and {1, 3}: two lanes; rank 4 (local rank 2) rides on lane 0.
+  const LaneBlocks plan(NodeLayout({"a", "b", "a", "b", "a"}, 0));
+  EXPECT_EQ(plan.ranks[0], (std::vector<int>{0, 4, 1}));
+  EXPECT_EQ(plan.ranks[1], (std::vector<int>{2, 3}));
+  EXPECT_EQ(plan.node_start[0], (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(plan.node_start[1], (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(plan.first_block, (std::vector<size_t>{0, 3}));
+  EXPECT_EQ(plan.lane_of(4), 0);
+  EXPECT_EQ(plan.index_of_rank[1], 2);
+}
+
+TEST(CostTuner, OneHostTakesTheDirectAlgorithmThatIsCheaperAtEachSize) {
+  const CostTuner tuner(TestModel());
+  TuningShape shape;
+  shape.ranks = 2;
+  shape.arena = shape.remote_read = true;
+  // shm_direct: 1 us + n / 4 GB/s; cma_direct: 10 us + n / 10 GB/s; they cross at 60 kB.
+  EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, 8, shape).algorithm, AlgorithmId::kShmDirect);
+  EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, 32 << 10, shape).algorithm, AlgorithmId::kShmDirect);
+  EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, 128 << 10, shape).algorithm, AlgorithmId::kCmaDirect);
+  const TunerChoice large = tuner.Choose(OpKind::kAllReduce, 64 << 20, shape);
+  EXPECT_EQ(large.algorithm, AlgorithmId::kCmaDirect);
+  EXPECT_NEAR(large.predicted_s, 10e-6 + (64 << 20) / 10e9, 1e-12);
+  // Without cross-memory attach only shm_direct is left of the two.
+  shape.remote_read = false;
+  EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, 64 << 20, shape).algorithm, AlgorithmId::kShmDirect);
+  // Without the arena the link algorithms remain; on 2 ranks Rabenseifner is the ring's twin,
+  // and ties keep the preference order. On 3 ranks its fold costs a whole extra transfer.
+  shape.arena = false;
+  EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, 64 << 20, shape).algorithm,
+            AlgorithmId::kRabenseifner);
+  shape.ranks = 3;
+  EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, 64 << 20, shape).algorithm, AlgorithmId::kRing);
+  EXPECT_EQ(tuner.Choose(OpKind::kBroadcast, 8, shape).algorithm, AlgorithmId::kTree);
+}
+
+TEST(CostTuner, PricesTheRingWithTheFormulaOfTheSpec) {
+  const CostTuner tuner(TestModel());
+  TuningShape shape;
+  shape.ranks = 4;
+  shape.nodes = 2;
+  shape.lanes = shape.max_local = 2;
+  // 2(p-1) alpha + 2(p-1)/p n beta + (p-1)/p n gamma over the network.
+  const double n = 1e6;
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kRing, OpKind::kAllReduce, n, shape),
+              6 * 50e-6 + 1.5 * n / 1e9 + 0.75 * n / 8e9, 1e-12);
+  EXPECT_LT(tuner.Predict(AlgorithmId::kShmDirect, OpKind::kAllReduce, n, shape), 0);
+  EXPECT_LT(tuner.Predict(AlgorithmId::kPairwise, OpKind::kAllReduce, n, shape), 0);
+}
+
+TEST(CostTuner, TwoNodesOverASlowNetworkGoHierarchical) {
+  const CostTuner tuner(TestModel());
+  TuningShape shape;
+  shape.ranks = 4;
+  shape.nodes = 2;
+  shape.lanes = shape.max_local = 2;
+  for (OpKind kind : {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather}) {
+    const TunerChoice choice = tuner.Choose(kind, 64 << 20, shape);
+    EXPECT_EQ(choice.algorithm, AlgorithmId::kHierarchical) << Name(kind);
+    EXPECT_GT(choice.predicted_s, 0);
+  }
+  // The hierarchy halves what crosses the network: well under the ring's 3/4 of n each way.
+  EXPECT_LT(tuner.Predict(AlgorithmId::kHierarchical, OpKind::kAllReduce, 64 << 20, shape),
+            0.5 * tuner.Predict(AlgorithmId::kRing, OpKind::kAllReduce, 64 << 20, shape));
+  const std::string explained = tuner.Explain(OpKind::kAllReduce, 64 << 20, shape);
+  EXPECT_TRUE(absl::StrContains(explained, "hierarchical predicted")) << explained;
+  EXPECT_TRUE(absl::StrContains(explained, "ring ")) << explained;
+  EXPECT_TRUE(absl::StrContains(explained, "model: test.txt")) << explained;
+}
+
+TEST(Selector, WeftAlgoOverridesTheTunerWhereItCanRun) {
+  auto peers = FakePeers({"a", "a", "b", "b"}, 0);
+  absl::StatusOr<AlgorithmSelector> selector =
+      AlgorithmSelector::Create("all_reduce=ring,broadcast=shm_direct");
+  ASSERT_TRUE(selector.ok()) << selector.status();
+  selector->SetTuner(std::make_shared<CostTuner>(TestModel()));
+  EXPECT_EQ(selector->Choose(OpKind::kAllReduce, 64 << 20, *peers), AlgorithmId::kRing);
+  EXPECT_EQ(selector->Choose(OpKind::kAllGather, 64 << 20, *peers), AlgorithmId::kHierarchical);
+  // shm_direct cannot span hosts: the tuner decides.
+  EXPECT_EQ(selector->Choose(OpKind::kBroadcast, 64 << 20, *peers), AlgorithmId::kHierarchical);
+  EXPECT_GT(selector->Predict(OpKind::kAllReduce, 64 << 20, *peers), 0);
+  EXPECT_TRUE(absl::StrContains(selector->Explain(OpKind::kAllReduce, 1024, *peers),
+                                "WEFT_ALGO forces ring"));
+}
+
+TEST(Selector, KnowsTheHierarchicalNames) {
+  EXPECT_TRUE(AlgorithmSelector::Create("hier").ok());
+  EXPECT_TRUE(AlgorithmSelector::Create("all_gather=hierarchical").ok());
+  absl::StatusOr<AlgorithmSelector> bad = AlgorithmSelector::Create("hierarchy");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "hierarchical")) << bad.status();
+  EXPECT_FALSE(AlgorithmSelector::Create("all_to_all=hierarchical").ok());
+}
+
+class Calibration : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cache_ = TempDir();
+    store_dir_ = TempDir();
+    setenv("WEFT_CACHE_DIR", cache_.c_str(), 1);
+    unsetenv("WEFT_TUNING_FILE");
+  }
+  void TearDown() override {
+    unsetenv("WEFT_CACHE_DIR");
+    unsetenv("WEFT_TUNING_FILE");
+  }
+  absl::StatusOr<CostModel> Load(const std::vector<std::string>& hosts) {
+    FileStore store(store_dir_);
+    auto peers = FakePeers(hosts, 0);
+    return LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
+  }
+
+  std::string cache_;
+  std::string store_dir_;
+};
+
+TEST_F(Calibration, ATuningFileIsTheModelAndNothingIsCached) {
+  const std::string file = cache_ + "/given.txt";
+  std::ofstream(file) << kModel;
+  setenv("WEFT_TUNING_FILE", file.c_str(), 1);
+  absl::StatusOr<CostModel> model = Load({"a"});
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->source(), file);
+  EXPECT_DOUBLE_EQ(model->Get("net", 2).alpha_us, 50);
+  EXPECT_NE(access(TuningCachePath().c_str(), F_OK), 0);
+}
+
+TEST_F(Calibration, ABrokenTuningFileFailsCreationWithItsLine) {
+  const std::string file = cache_ + "/broken.txt";
+  std::ofstream(file) << "shm.gbps 4\nshm.gbps fast\n";
+  setenv("WEFT_TUNING_FILE", file.c_str(), 1);
+  absl::StatusOr<CostModel> model = Load({"a"});
+  ASSERT_FALSE(model.ok());
+  EXPECT_TRUE(absl::StrContains(model.status().message(), "broken.txt:2")) << model.status();
+}
+
+TEST_F(Calibration, TheHostCacheIsReadWhenItCoversTheCommunicator) {
+  EXPECT_TRUE(absl::StartsWith(TuningCachePath(), cache_ + "/tuning-"));
+  std::ofstream(TuningCachePath()) << kModel;
+  absl::StatusOr<CostModel> model = Load({"a"});
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->source(), TuningCachePath());
+  EXPECT_DOUBLE_EQ(model->Get("cma_direct", 2).alpha_us, 10);
+}
+
+TEST_F(Calibration, ASingleRankHasNothingToMeasure) {
+  absl::StatusOr<CostModel> model = Load({"a"});
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->source(), "built-in defaults");
+  EXPECT_NE(access(TuningCachePath().c_str(), F_OK), 0);
+}
+
+}  // namespace
+}  // namespace weft
