@@ -1,0 +1,43 @@
+// A small JSON reader and string writer, enough for flight-recorder dumps and Chrome traces.
+//
+// The reader takes untrusted input (dumps are files anyone may hand to weft-trace, and it is
+// fuzzed): it bounds nesting, rejects anything that is not strict JSON, and never reads past the
+// text. Integers without fraction or exponent are kept exactly as int64 (nanosecond timestamps
+// do not fit a double's mantissa).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace weft::trace {
+
+struct JsonValue {
+  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
+  Type type = Type::kNull;
+  bool boolean = false;
+  double number = 0;
+  bool is_integer = false;  // `integer` holds the exact value
+  int64_t integer = 0;
+  std::string text;
+  std::vector<JsonValue> items;  // kArray
+  // kObject, in document order (two vectors: a pair would need JsonValue complete here).
+  std::vector<std::string> names;
+  std::vector<JsonValue> values;
+
+  // The member named `key` of an object, or nullptr (also for non-objects).
+  const JsonValue* Find(absl::string_view key) const;
+};
+
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses one JSON document (surrounding whitespace allowed). Errors say where and why.
+absl::StatusOr<JsonValue> ParseJson(absl::string_view text);
+
+// `text` as a JSON string literal, quotes included.
+std::string QuoteJson(absl::string_view text);
+
+}  // namespace weft::trace
