@@ -1,0 +1,210 @@
+// One rank of the GradReducer tests (started by weftrun from grad_reducer_test). Exits 0 when
+// every check passed; otherwise prints what differed and exits 1.
+//
+// Gradients hold small integers scaled per rank, so the sum over ranks is exact and the average
+// must equal fl(sum / size) bit for bit.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "weft/comm/communicator.h"
+#include "weft/comm/grad_reducer.h"
+
+namespace {
+
+int failures = 0;
+int rank = 0;
+
+void Check(bool ok, const std::string& what) {
+  if (!ok) {
+    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what.c_str());
+    ++failures;
+  }
+}
+
+void CheckOk(const absl::Status& s, const std::string& what) {
+  Check(s.ok(), absl::StrCat(what, ": ", s.ToString()));
+}
+
+float Value(int r, size_t grad, size_t i) {
+  return static_cast<float>((r + 1) * static_cast<int>((grad * 7 + i) % 13));
+}
+
+// Gradients of sizes `counts`: the first `flat` of them back to back in one buffer (reduced in
+// place), the others in buffers of their own (packed through staging).
+struct Grads {
+  std::vector<float> flat_buffer;
+  std::vector<std::vector<float>> separate;
+  std::vector<weft::GradReducer::Gradient> views;
+
+  Grads(const std::vector<size_t>& counts, size_t flat) {
+    size_t total = 0;
+    for (size_t k = 0; k < flat; ++k) total += counts[k];
+    flat_buffer.resize(total);
+    separate.resize(counts.size());
+    size_t offset = 0;
+    for (size_t k = 0; k < counts.size(); ++k) {
+      float* data;
+      if (k < flat) {
+        data = flat_buffer.data() + offset;
+        offset += counts[k];
+      } else {
+        separate[k].resize(counts[k]);
+        data = separate[k].data();
+      }
+      views.push_back({absl::StrCat("g", k), data, counts[k]});
+    }
+  }
+  void Fill(int r) {
+    for (size_t k = 0; k < views.size(); ++k) {
+      auto* data = static_cast<float*>(views[k].data);
+      for (size_t i = 0; i < views[k].count; ++i) data[i] = Value(r, k, i);
+    }
+  }
+  // Every element equals the expected average over `size` ranks (or this rank's own values).
+  bool Holds(int size, bool reduced) const {
+    for (size_t k = 0; k < views.size(); ++k) {
+      const auto* data = static_cast<const float*>(views[k].data);
+      for (size_t i = 0; i < views[k].count; ++i) {
+        float expected = Value(rank, k, i);
+        if (reduced) {
+          float sum = 0;
+          for (int r = 0; r < size; ++r) sum += Value(r, k, i);
+          expected = sum / static_cast<float>(size);
+        }
+        if (data[i] != expected) {
+          std::fprintf(stderr, "rank %d: g%zu[%zu] = %g, expected %g\n", rank, k, i, data[i],
+                       expected);
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+};
+
+void TestBucketsAndAverages(weft::Communicator* comm) {
+  const int size = comm->size();
+  // 4-byte floats: with a 64-byte first bucket and 256-byte buckets this makes several buckets,
+  // some in place, some packed, and one gradient larger than the cap.
+  const std::vector<size_t> counts = {10, 3, 100, 20, 20, 5, 8, 16, 30, 2};
+  Grads grads(counts, 6);
+  weft::GradReducerOptions options;
+  options.first_bucket_cap_bytes = 64;
+  options.bucket_cap_bytes = 256;
+  auto reducer = weft::GradReducer::Create(comm, grads.views, options);
+  CheckOk(reducer.status(), "Create");
+  if (!reducer.ok()) return;
+  weft::GradReducer& red = **reducer;
+  Check(red.num_buckets() >= 4, absl::StrCat("expected >= 4 buckets, got ", red.num_buckets()));
+  // Reverse registration order: the first bucket starts with the last gradient.
+  Check(red.bucket(0).front() == counts.size() - 1, "bucket 0 must start with the last gradient");
+  size_t covered = 0;
+  for (int b = 0; b < red.num_buckets(); ++b) covered += red.bucket(b).size();
+  Check(covered == counts.size(), "buckets must cover every gradient once");
+
+  for (int pass = 0; pass < 3; ++pass) {
+    grads.Fill(rank);
+    red.BeginBackward(/*sync=*/true);
+    // Pass 0: reverse order (as backward produces). Pass 1: forward order, so nothing is issued
+    // until the end. Pass 2: a rank-dependent order: buckets must still be issued identically.
+    std::vector<size_t> order(counts.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = counts.size() - 1 - k;
+    if (pass == 1) std::reverse(order.begin(), order.end());
+    if (pass == 2) std::rotate(order.begin(), order.begin() + rank % order.size(), order.end());
+    int issued_before = 0;
+    for (size_t n = 0; n < order.size(); ++n) {
+      CheckOk(red.MarkReady(order[n]), "MarkReady");
+      if (pass == 0 && n == red.bucket(0).size() - 1) issued_before = red.buckets_issued();
+    }
+    if (pass == 0) {
+      // The first bucket's all-reduce starts the moment its last gradient is ready.
+      Check(issued_before == 1,
+            absl::StrCat("bucket 0 not issued when complete (issued ", issued_before, ")"));
+    }
+    Check(red.buckets_issued() == red.num_buckets(), "every bucket issued once all are ready");
+    CheckOk(red.Finish(absl::Seconds(30)), "Finish");
+    Check(grads.Holds(size, true), absl::StrCat("pass ", pass, ": averages"));
+  }
+
+  // no_sync: nothing is communicated, gradients keep their local values.
+  grads.Fill(rank);
+  red.BeginBackward(/*sync=*/false);
+  for (size_t k = 0; k < counts.size(); ++k) CheckOk(red.MarkReady(k), "MarkReady no_sync");
+  Check(red.buckets_issued() == 0, "no_sync must issue nothing");
+  CheckOk(red.Finish(absl::Seconds(30)), "Finish no_sync");
+  Check(grads.Holds(size, false), "no_sync keeps local gradients");
+
+  // Misuse is reported, naming the gradient.
+  red.BeginBackward(/*sync=*/false);
+  CheckOk(red.MarkReady(2), "MarkReady");
+  absl::Status twice = red.MarkReady(2);
+  Check(absl::IsFailedPrecondition(twice) && absl::StrContains(twice.message(), "\"g2\"") &&
+            absl::StrContains(twice.message(), "twice"),
+        absl::StrCat("double mark: ", twice.ToString()));
+  Check(absl::IsInvalidArgument(red.MarkReady(99)), "out-of-range index");
+  absl::Status missing = red.Finish(absl::Seconds(1));
+  Check(absl::StrContains(missing.message(), "never marked ready"),
+        absl::StrCat("missing gradient: ", missing.ToString()));
+  Check(absl::IsFailedPrecondition(red.MarkReady(0)), "MarkReady outside a pass");
+}
+
+void TestPlanMismatch(weft::Communicator* comm) {
+  if (comm->size() < 2) return;
+  std::vector<size_t> counts = {4, 4, 4};
+  if (rank == 1) counts[1] = 5;
+  Grads grads(counts, 3);
+  auto reducer = weft::GradReducer::Create(comm, grads.views);
+  Check(!reducer.ok() && absl::StrContains(reducer.status().message(), "differs from rank"),
+        absl::StrCat("mismatched plans must fail on every rank: ", reducer.status().ToString()));
+}
+
+void TestDeadline(weft::Communicator* comm) {
+  if (comm->size() < 2) return;
+  Grads grads({64}, 1);
+  auto reducer = weft::GradReducer::Create(comm, grads.views);
+  CheckOk(reducer.status(), "Create");
+  if (!reducer.ok()) return;
+  grads.Fill(rank);
+  (*reducer)->BeginBackward(true);
+  // Rank 1 is late: rank 0's Finish must give up at its deadline, not hang.
+  if (rank == 1) usleep(800 * 1000);
+  CheckOk((*reducer)->MarkReady(0), "MarkReady");
+  const absl::Duration timeout = rank == 0 ? absl::Milliseconds(100) : absl::Seconds(30);
+  absl::Status s = (*reducer)->Finish(timeout);
+  if (rank == 0) {
+    Check(absl::IsDeadlineExceeded(s) && absl::StrContains(s.message(), "not reduced within"),
+          absl::StrCat("late peer: ", s.ToString()));
+  } else {
+    CheckOk(s, "Finish (late rank)");
+  }
+  // The destructor waits for the bucket still in flight; then everyone meets.
+  reducer->reset();
+  CheckOk(comm->Barrier().Wait(absl::Seconds(30)), "Barrier");
+}
+
+}  // namespace
+
+int main() {
+  alarm(60);  // a hung collective fails the test instead of hanging it
+  auto comm = weft::Communicator::CreateFromEnvironment();
+  if (!comm.ok()) {
+    std::fprintf(stderr, "communicator: %s\n", comm.status().ToString().c_str());
+    return 1;
+  }
+  rank = (*comm)->rank();
+  TestBucketsAndAverages(comm->get());
+  TestPlanMismatch(comm->get());
+  TestDeadline(comm->get());
+  if (failures == 0 && rank == 0) std::printf("grad_reducer_worker: all checks passed\n");
+  return failures == 0 ? 0 : 1;
+}

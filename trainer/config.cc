@@ -1,0 +1,309 @@
+#include "config.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "ops.h"
+
+namespace weft::trainer {
+namespace {
+
+using Member =
+    std::variant<int Config::*, uint64_t Config::*, double Config::*, std::string Config::*>;
+
+const std::vector<std::pair<const char*, Member>>& Fields() {
+  static const auto* fields = new std::vector<std::pair<const char*, Member>>{
+      {"n_layer", &Config::n_layer},
+      {"n_head", &Config::n_head},
+      {"n_embd", &Config::n_embd},
+      {"seq_len", &Config::seq_len},
+      {"batch_size", &Config::batch_size},
+      {"grad_accum", &Config::grad_accum},
+      {"steps", &Config::steps},
+      {"seed", &Config::seed},
+      {"lr", &Config::lr},
+      {"min_lr_ratio", &Config::min_lr_ratio},
+      {"warmup_steps", &Config::warmup_steps},
+      {"weight_decay", &Config::weight_decay},
+      {"beta1", &Config::beta1},
+      {"beta2", &Config::beta2},
+      {"eps", &Config::eps},
+      {"grad_clip", &Config::grad_clip},
+      {"lr_scaling", &Config::lr_scaling},
+      {"lr_base_batch", &Config::lr_base_batch},
+      {"data", &Config::data},
+      {"val_fraction", &Config::val_fraction},
+      {"eval_every", &Config::eval_every},
+      {"eval_batches", &Config::eval_batches},
+      {"checkpoint_every", &Config::checkpoint_every},
+      {"keep_checkpoints", &Config::keep_checkpoints},
+      {"threads", &Config::threads},
+      {"bucket_cap_mb", &Config::bucket_cap_mb},
+      {"first_bucket_mb", &Config::first_bucket_mb},
+      {"sample_tokens", &Config::sample_tokens},
+      {"sample_prompt", &Config::sample_prompt},
+  };
+  return *fields;
+}
+
+std::string KnownKeys() {
+  std::vector<std::string> names;
+  for (const auto& [name, member] : Fields()) names.push_back(name);
+  return absl::StrJoin(names, ", ");
+}
+
+absl::Status SetField(Config* config, absl::string_view key, absl::string_view text, bool quoted) {
+  for (const auto& [name, member] : Fields()) {
+    if (key != name) continue;
+    auto bad = [&](const char* what) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config key \"", key, "\": \"", text, "\" is not ", what));
+    };
+    if (const auto* m = std::get_if<int Config::*>(&member)) {
+      if (quoted || !absl::SimpleAtoi(text, &(config->**m))) return bad("an integer");
+    } else if (const auto* m = std::get_if<uint64_t Config::*>(&member)) {
+      if (quoted || !absl::SimpleAtoi(text, &(config->**m))) return bad("an unsigned integer");
+    } else if (const auto* m = std::get_if<double Config::*>(&member)) {
+      if (quoted || !absl::SimpleAtod(text, &(config->**m))) return bad("a number");
+    } else {
+      config->*std::get<std::string Config::*>(member) = std::string(text);
+    }
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown config key \"", key, "\"; known keys: ", KnownKeys()));
+}
+
+// A reader for the flat JSON objects configs are: string keys; string, number or boolean values.
+class FlatJsonReader {
+ public:
+  FlatJsonReader(absl::string_view text, absl::string_view source) : text_(text), source_(source) {}
+
+  absl::Status Read(Config* config) {
+    SkipSpace();
+    if (!Consume('{')) return Error("expected '{'");
+    SkipSpace();
+    if (Consume('}')) return Trailing();
+    while (true) {
+      SkipSpace();
+      std::string key;
+      if (absl::Status s = ReadString(&key); !s.ok()) return s;
+      SkipSpace();
+      if (!Consume(':')) return Error("expected ':' after a key");
+      SkipSpace();
+      std::string value;
+      bool quoted = false;
+      if (pos_ < text_.size() && text_[pos_] == '"') {
+        quoted = true;
+        if (absl::Status s = ReadString(&value); !s.ok()) return s;
+      } else {
+        const size_t start = pos_;
+        while (pos_ < text_.size() &&
+               (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.' ||
+                text_[pos_] == '-' || text_[pos_] == '+')) {
+          ++pos_;
+        }
+        value = std::string(text_.substr(start, pos_ - start));
+        if (value.empty()) return Error("expected a value (nested objects are not supported)");
+      }
+      if (absl::Status s = SetField(config, key, value, quoted); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(source_, ": ", s.message()));
+      }
+      SkipSpace();
+      if (Consume(',')) continue;
+      if (Consume('}')) return Trailing();
+      return Error("expected ',' or '}'");
+    }
+  }
+
+ private:
+  void SkipSpace() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool Consume(char c) {
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  absl::Status ReadString(std::string* out) {
+    if (!Consume('"')) return Error("expected a string");
+    while (pos_ < text_.size() && text_[pos_] != '"') {
+      char c = text_[pos_++];
+      if (c == '\\' && pos_ < text_.size()) {
+        const char e = text_[pos_++];
+        c = e == 'n' ? '\n' : e == 't' ? '\t' : e;
+      }
+      out->push_back(c);
+    }
+    if (!Consume('"')) return Error("unterminated string");
+    return absl::OkStatus();
+  }
+  absl::Status Trailing() {
+    SkipSpace();
+    return pos_ == text_.size() ? absl::OkStatus() : Error("text after the closing '}'");
+  }
+  absl::Status Error(absl::string_view what) const {
+    int line = 1;
+    for (size_t i = 0; i < pos_ && i < text_.size(); ++i) line += text_[i] == '\n';
+    return absl::InvalidArgumentError(absl::StrCat(source_, ":", line, ": ", what));
+  }
+
+  absl::string_view text_;
+  absl::string_view source_;
+  size_t pos_ = 0;
+};
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+ModelShape Config::shape() const {
+  ModelShape s;
+  s.n_layer = n_layer;
+  s.n_head = n_head;
+  s.n_embd = n_embd;
+  s.seq_len = seq_len;
+  return s;
+}
+
+double Config::scaled_lr() const {
+  const double ratio = static_cast<double>(batch_size) / lr_base_batch;
+  if (lr_scaling == "linear") return lr * ratio;
+  if (lr_scaling == "sqrt") return lr * std::sqrt(ratio);
+  return lr;
+}
+
+absl::StatusOr<Config> ParseConfig(absl::string_view json, absl::string_view source) {
+  Config config;
+  FlatJsonReader reader(json, source);
+  if (absl::Status s = reader.Read(&config); !s.ok()) return s;
+  return config;
+}
+
+absl::StatusOr<Config> LoadConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read config file ", path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseConfig(text.str(), path);
+}
+
+absl::Status ApplyOverride(Config* config, absl::string_view assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == absl::string_view::npos || eq == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--set expects key=value, got \"", assignment, "\""));
+  }
+  const absl::string_view key = assignment.substr(0, eq);
+  const absl::string_view value = assignment.substr(eq + 1);
+  // Strings need no quotes on the command line; numbers are checked by the field's type.
+  bool is_string = false;
+  for (const auto& [name, member] : Fields()) {
+    if (key == name) is_string = std::holds_alternative<std::string Config::*>(member);
+  }
+  return SetField(config, key, value, is_string);
+}
+
+absl::Status Validate(const Config& c, int world_size) {
+  std::vector<std::string> errors;
+  auto require = [&](bool ok, std::string message) {
+    if (!ok) errors.push_back(std::move(message));
+  };
+  require(c.n_layer >= 1, absl::StrCat("n_layer must be >= 1 (got ", c.n_layer, ")"));
+  require(c.n_head >= 1, absl::StrCat("n_head must be >= 1 (got ", c.n_head, ")"));
+  require(
+      c.n_embd >= 1 && c.n_embd <= ops::kMaxLayerNormWidth,
+      absl::StrCat("n_embd must be in [1, ", ops::kMaxLayerNormWidth, "] (got ", c.n_embd, ")"));
+  require(c.n_head < 1 || c.n_embd % c.n_head == 0,
+          absl::StrCat("n_embd (", c.n_embd, ") must be divisible by n_head (", c.n_head, ")"));
+  require(c.seq_len >= 2, absl::StrCat("seq_len must be >= 2 (got ", c.seq_len, ")"));
+  require(c.steps >= 1, absl::StrCat("steps must be >= 1 (got ", c.steps, ")"));
+  require(c.grad_accum >= 1, absl::StrCat("grad_accum must be >= 1 (got ", c.grad_accum, ")"));
+  require(c.batch_size >= 1, absl::StrCat("batch_size must be >= 1 (got ", c.batch_size, ")"));
+  if (c.grad_accum >= 1 && c.batch_size >= 1) {
+    require(c.batch_size % (world_size * c.grad_accum) == 0,
+            absl::StrCat("batch_size (", c.batch_size,
+                         ", global) must be divisible by ranks × "
+                         "grad_accum (",
+                         world_size, " × ", c.grad_accum, " = ", world_size * c.grad_accum,
+                         "): choose a batch_size that is a multiple, or other rank/accum counts"));
+  }
+  require(c.lr > 0, absl::StrCat("lr must be > 0 (got ", c.lr, ")"));
+  require(c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1,
+          absl::StrCat("min_lr_ratio must be in [0, 1] (got ", c.min_lr_ratio, ")"));
+  require(c.warmup_steps >= 0, "warmup_steps must be >= 0");
+  require(c.weight_decay >= 0, "weight_decay must be >= 0");
+  require(c.beta1 >= 0 && c.beta1 < 1, "beta1 must be in [0, 1)");
+  require(c.beta2 >= 0 && c.beta2 < 1, "beta2 must be in [0, 1)");
+  require(c.eps > 0, "eps must be > 0");
+  require(c.grad_clip >= 0, "grad_clip must be >= 0 (0 disables clipping)");
+  require(c.lr_scaling == "none" || c.lr_scaling == "sqrt" || c.lr_scaling == "linear",
+          absl::StrCat("lr_scaling must be none, sqrt or linear (got \"", c.lr_scaling, "\")"));
+  require(c.lr_base_batch >= 1, "lr_base_batch must be >= 1");
+  require(!c.data.empty(), "data must name a text file or directory");
+  require(c.val_fraction > 0 && c.val_fraction < 1,
+          absl::StrCat("val_fraction must be in (0, 1) (got ", c.val_fraction, ")"));
+  require(c.eval_every >= 0 && c.eval_batches >= 1, "eval_every >= 0 and eval_batches >= 1");
+  require(c.checkpoint_every >= 0, "checkpoint_every must be >= 0 (0 disables)");
+  require(c.keep_checkpoints >= 2,
+          "keep_checkpoints must be >= 2 (a corrupt newest checkpoint falls back to the previous)");
+  require(c.threads >= 1 && c.threads <= 256,
+          absl::StrCat("threads must be in [1, 256] (got ", c.threads, ")"));
+  require(c.bucket_cap_mb > 0 && c.first_bucket_mb > 0, "bucket caps must be > 0");
+  require(c.sample_tokens >= 0, "sample_tokens must be >= 0");
+  require(!c.sample_prompt.empty() && c.sample_prompt.size() < static_cast<size_t>(c.seq_len),
+          "sample_prompt must hold 1 to seq_len - 1 bytes");
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("invalid training config (", world_size,
+                                                 " data-parallel rank", world_size == 1 ? "" : "s",
+                                                 "):\n  ", absl::StrJoin(errors, "\n  ")));
+}
+
+std::string ToJson(const Config& config) {
+  std::vector<std::string> entries;
+  for (const auto& [name, member] : Fields()) {
+    std::string value;
+    if (const auto* m = std::get_if<int Config::*>(&member)) {
+      value = absl::StrCat(config.**m);
+    } else if (const auto* m = std::get_if<uint64_t Config::*>(&member)) {
+      value = absl::StrCat(config.**m);
+    } else if (const auto* m = std::get_if<double Config::*>(&member)) {
+      value = absl::StrFormat("%.17g", config.**m);
+    } else {
+      value = JsonString(config.*std::get<std::string Config::*>(member));
+    }
+    entries.push_back(absl::StrCat("  \"", name, "\": ", value));
+  }
+  return absl::StrCat("{\n", absl::StrJoin(entries, ",\n"), "\n}\n");
+}
+
+}  // namespace weft::trainer

@@ -1,0 +1,73 @@
+// Config: everything that defines a training run, read from a flat JSON object and overridden
+// by `--set key=value`, validated against the job's shape before any work starts.
+//
+// The batch is global: `batch_size` sequences per optimizer step, split over data-parallel
+// ranks and gradient-accumulation micro-steps (micro-batch = batch_size / (ranks · grad_accum)).
+// Any (ranks, grad_accum) with the same batch_size trains the same model up to rounding.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "model.h"
+
+namespace weft::trainer {
+
+struct Config {
+  // Model.
+  int n_layer = 4;
+  int n_head = 4;
+  int n_embd = 128;
+  int seq_len = 64;
+  // Batch and schedule.
+  int batch_size = 12;  // global sequences per step
+  int grad_accum = 1;
+  int steps = 200;
+  uint64_t seed = 1337;
+  // AdamW and learning rate: linear warm-up to lr, cosine decay to lr · min_lr_ratio.
+  double lr = 1e-3;
+  double min_lr_ratio = 0.1;
+  int warmup_steps = 20;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;  // global-norm clip; 0 disables
+  // "none": lr as given. "sqrt" / "linear": lr · (batch_size / lr_base_batch)^(1/2 or 1).
+  std::string lr_scaling = "none";
+  int lr_base_batch = 12;
+  // Data: a text file or a directory of text files ("fortunes" names the system's corpus).
+  std::string data = "fortunes";
+  double val_fraction = 0.1;
+  // Cadences (in steps; 0 disables).
+  int eval_every = 50;
+  int eval_batches = 4;  // validation sequences = eval_batches · batch_size
+  int checkpoint_every = 100;
+  int keep_checkpoints = 3;
+  // Execution.
+  int threads = 1;            // OpenBLAS threads per rank
+  double bucket_cap_mb = 25;  // gradient reducer buckets
+  double first_bucket_mb = 1;
+  int sample_tokens = 200;  // generated at the end (0: none)
+  std::string sample_prompt = "The ";
+
+  ModelShape shape() const;
+  int micro_batch(int world_size) const { return batch_size / (world_size * grad_accum); }
+  // The learning rate after the scaling rule, before the schedule.
+  double scaled_lr() const;
+};
+
+// Parses a flat JSON object whose keys are Config's field names. Unknown keys are errors.
+absl::StatusOr<Config> ParseConfig(absl::string_view json, absl::string_view source);
+absl::StatusOr<Config> LoadConfig(const std::string& path);
+// `key=value` as on the command line.
+absl::Status ApplyOverride(Config* config, absl::string_view assignment);
+// Checks every field and the fit with `world_size` data-parallel ranks.
+absl::Status Validate(const Config& config, int world_size);
+// The config as a flat JSON object that ParseConfig reads back to the same values.
+std::string ToJson(const Config& config);
+
+}  // namespace weft::trainer

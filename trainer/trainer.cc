@@ -1,0 +1,435 @@
+#include "trainer.h"
+
+#include <cblas.h>
+#include <time.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "checkpoint.h"
+#include "data.h"
+#include "generate.h"
+#include "model.h"
+#include "optimizer.h"
+#include "plot.h"
+#include "rng.h"
+#include "weft/comm/grad_reducer.h"
+
+namespace weft::trainer {
+namespace {
+
+constexpr absl::Duration kCommTimeout = absl::Seconds(120);
+constexpr float kSampleTemperature = 0.8f;
+
+// The collectives the loop needs, with a single process as the trivial case.
+class Group {
+ public:
+  explicit Group(Communicator* comm) : comm_(comm) {}
+  int rank() const { return comm_ == nullptr ? 0 : comm_->rank(); }
+  int size() const { return comm_ == nullptr ? 1 : comm_->size(); }
+  Communicator* comm() const { return comm_; }
+
+  // Sums `n` doubles over ranks in place; adds the time blocked to *waited.
+  absl::Status SumDoubles(double* values, size_t n, absl::Duration* waited) const {
+    if (comm_ == nullptr) return absl::OkStatus();
+    const absl::Time start = absl::Now();
+    absl::Status s =
+        comm_->AllReduce(values, values, n, DataType::kFloat64, ReduceOp::kSum).Wait(kCommTimeout);
+    *waited += absl::Now() - start;
+    return s;
+  }
+  absl::Status Barrier() const {
+    if (comm_ == nullptr) return absl::OkStatus();
+    return comm_->Barrier().Wait(kCommTimeout);
+  }
+
+ private:
+  Communicator* comm_;
+};
+
+// CPU seconds this process has used (all threads): on a shared machine, where wall time depends
+// on the neighbours, CPU time per step measures the step's own cost.
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+std::string FormatDuration(double seconds) {
+  const int s = static_cast<int>(std::lround(seconds));
+  if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, s % 3600 / 60);
+  if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  return absl::StrFormat("%ds", s);
+}
+
+// Keeps the metrics lines of steps up to `step` (a resumed run rewrites what came after).
+absl::Status TruncateMetrics(const std::string& path, int step,
+                             std::vector<std::pair<int, double>>* train,
+                             std::vector<std::pair<int, double>>* val) {
+  std::ifstream in(path);
+  if (!in) return absl::OkStatus();
+  std::vector<std::string> kept;
+  std::string line;
+  while (std::getline(in, line)) {
+    int s = 0;
+    double loss = 0, val_loss = 0;
+    if (std::sscanf(line.c_str(), "{\"step\": %d, \"loss\": %lf", &s, &loss) != 2) continue;
+    if (s > step) continue;
+    kept.push_back(line);
+    train->emplace_back(s, loss);
+    const size_t at = line.find("\"val_loss\": ");
+    if (at != std::string::npos &&
+        std::sscanf(line.c_str() + at, "\"val_loss\": %lf", &val_loss) == 1) {
+      val->emplace_back(s, val_loss);
+    }
+  }
+  in.close();
+  std::ofstream out(path, std::ios::trunc);
+  for (const std::string& l : kept) out << l << "\n";
+  if (!out) return absl::InternalError(absl::StrCat("cannot rewrite ", path));
+  return absl::OkStatus();
+}
+
+class Run {
+ public:
+  Run(const Config& config, Communicator* comm, const TrainOptions& options)
+      : config_(config),
+        options_(options),
+        group_(comm),
+        micro_(config.micro_batch(group_.size())),
+        model_(config.shape(), micro_),
+        adam_(model_.layout(),
+              AdamWSettings{config.beta1, config.beta2, config.eps, config.weight_decay}),
+        sample_rng_(Mix64(config.seed ^ 0x5a3b1e)) {}
+
+  absl::StatusOr<TrainSummary> Execute();
+
+ private:
+  bool leader() const { return group_.rank() == 0; }
+  absl::Status Setup();
+  absl::Status Resume();
+  absl::Status Step(int step, double* loss, double* grad_norm, double* lr,
+                    absl::Duration* comm_wait);
+  absl::StatusOr<double> Evaluate(absl::Duration* comm_wait);
+  absl::Status SaveCheckpoint(int step);
+
+  const Config config_;
+  const TrainOptions options_;
+  const Group group_;
+  const int micro_;
+  Gpt model_;
+  AdamW adam_;
+  Rng sample_rng_;
+  Corpus corpus_;
+  std::unique_ptr<GradReducer> reducer_;
+  std::vector<uint8_t> tokens_, targets_;
+  int start_step_ = 0;
+  std::ofstream metrics_;
+  std::vector<std::pair<int, double>> train_curve_, val_curve_;
+};
+
+absl::Status Run::Setup() {
+  openblas_set_num_threads(config_.threads);
+  absl::StatusOr<Corpus> corpus = LoadCorpus(config_.data, config_.val_fraction, config_.seq_len);
+  if (!corpus.ok()) return corpus.status();
+  corpus_ = std::move(*corpus);
+  tokens_.resize(static_cast<size_t>(micro_) * config_.seq_len);
+  targets_.resize(tokens_.size());
+  model_.InitParams(config_.seed);
+  if (group_.comm() != nullptr) {
+    std::vector<GradReducer::Gradient> grads;
+    for (const TensorView& t : model_.layout().tensors()) {
+      grads.push_back({t.name, model_.grads() + t.offset, t.size});
+    }
+    GradReducerOptions options;
+    options.bucket_cap_bytes = static_cast<size_t>(config_.bucket_cap_mb * (1 << 20));
+    options.first_bucket_cap_bytes = static_cast<size_t>(config_.first_bucket_mb * (1 << 20));
+    options.timeout = kCommTimeout;
+    absl::StatusOr<std::unique_ptr<GradReducer>> reducer =
+        GradReducer::Create(group_.comm(), std::move(grads), options);
+    if (!reducer.ok()) return reducer.status();
+    reducer_ = std::move(*reducer);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options_.out_dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create output directory ", options_.out_dir, ": ", ec.message()));
+  }
+  if (options_.resume) {
+    if (absl::Status s = Resume(); !s.ok()) return s;
+  }
+  if (leader()) {
+    const std::string path = options_.out_dir + "/metrics.jsonl";
+    if (start_step_ > 0) {
+      if (absl::Status s = TruncateMetrics(path, start_step_, &train_curve_, &val_curve_);
+          !s.ok()) {
+        return s;
+      }
+    }
+    metrics_.open(path, start_step_ > 0 ? std::ios::app : std::ios::trunc);
+    if (!metrics_) return absl::InternalError(absl::StrCat("cannot write ", path));
+    std::ofstream(options_.out_dir + "/config.json") << ToJson(config_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Run::Resume() {
+  std::vector<std::string> rejected;
+  std::string path;
+  std::optional<CheckpointState> state = LoadNewestValid(options_.out_dir, &rejected, &path);
+  if (leader()) {
+    for (const std::string& why : rejected) {
+      std::printf("resume: skipping %s; trying the previous checkpoint\n", why.c_str());
+    }
+  }
+  int64_t step = state.has_value() ? state->step : 0;
+  // Every rank must continue from the same step (they read the same directory).
+  if (group_.comm() != nullptr) {
+    int64_t bounds[2] = {step, -step};
+    absl::Status s = group_.comm()
+                         ->AllReduce(bounds, bounds, 2, DataType::kInt64, ReduceOp::kMax)
+                         .Wait(kCommTimeout);
+    if (!s.ok()) return s;
+    if (bounds[0] != -bounds[1]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", group_.rank(), ": resume: ranks found different newest checkpoints (steps ",
+          -bounds[1], " to ", bounds[0], ") under ", options_.out_dir,
+          "; every rank must see the same directory"));
+    }
+  }
+  if (!state.has_value()) {
+    if (leader())
+      std::printf("resume: no checkpoint under %s, starting fresh\n", options_.out_dir.c_str());
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Config> saved = ParseConfig(state->config_json, path);
+  if (!saved.ok()) return saved.status();
+  if (saved->n_layer != config_.n_layer || saved->n_head != config_.n_head ||
+      saved->n_embd != config_.n_embd || saved->seq_len != config_.seq_len ||
+      state->params.size() != model_.num_params()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("resume: checkpoint ", path, " holds a different model (", saved->n_layer,
+                     " layers, ", saved->n_head, " heads, width ", saved->n_embd, ", context ",
+                     saved->seq_len, ") than the config (", config_.n_layer, ", ", config_.n_head,
+                     ", ", config_.n_embd, ", ", config_.seq_len, ")"));
+  }
+  std::copy(state->params.begin(), state->params.end(), model_.params());
+  adam_.m() = std::move(state->adam_m);
+  adam_.v() = std::move(state->adam_v);
+  adam_.set_step(state->optimizer_step);
+  sample_rng_ = Rng(state->sample_rng);
+  start_step_ = static_cast<int>(state->step);
+  if (state->data_cursor != static_cast<uint64_t>(start_step_) * config_.batch_size) {
+    return absl::DataLossError(absl::StrCat("resume: checkpoint ", path, " data cursor ",
+                                            state->data_cursor, " does not match step ",
+                                            start_step_, " × batch ", config_.batch_size));
+  }
+  if (leader()) std::printf("resume: continuing from %s (step %d)\n", path.c_str(), start_step_);
+  return absl::OkStatus();
+}
+
+absl::Status Run::Step(int step, double* loss, double* grad_norm, double* lr,
+                       absl::Duration* comm_wait) {
+  const int T = config_.seq_len;
+  const int world = group_.size();
+  const int accum = config_.grad_accum;
+  const float loss_scale = 1.0f / (static_cast<float>(micro_) * T * accum);
+  model_.ZeroGrads();
+  double local_loss = 0;
+  absl::Status ready_status;
+  const auto on_ready = [&](int tensor) {
+    if (reducer_ == nullptr || !ready_status.ok()) return;
+    ready_status = reducer_->MarkReady(static_cast<size_t>(tensor));
+  };
+  for (int m = 0; m < accum; ++m) {
+    const uint64_t first = static_cast<uint64_t>(step) * config_.batch_size +
+                           static_cast<uint64_t>(m * world + group_.rank()) * micro_;
+    GatherTrainSamples(corpus_.train, config_.seed, first, micro_, T, tokens_.data(),
+                       targets_.data());
+    local_loss += model_.Forward(tokens_.data(), targets_.data(), micro_, T);
+    if (reducer_ != nullptr) reducer_->BeginBackward(/*sync=*/m == accum - 1);
+    model_.Backward(loss_scale, on_ready);
+    if (!ready_status.ok()) return ready_status;
+    if (reducer_ != nullptr) {
+      if (absl::Status s = reducer_->Finish(kCommTimeout); !s.ok()) return s;
+      *comm_wait += reducer_->last_wait();
+    }
+  }
+  // The step's loss: the mean over every token of the global batch.
+  double sum = local_loss;
+  if (absl::Status s = group_.SumDoubles(&sum, 1, comm_wait); !s.ok()) return s;
+  *loss = sum / (static_cast<double>(config_.batch_size) * T);
+  *grad_norm = ClipByGlobalNorm(model_.grads(), model_.num_params(), config_.grad_clip);
+  *lr = LearningRate(step, config_.steps, config_.warmup_steps, config_.scaled_lr(),
+                     config_.min_lr_ratio);
+  adam_.Step(model_.params(), model_.grads(), *lr);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> Run::Evaluate(absl::Duration* comm_wait) {
+  const int T = config_.seq_len;
+  const int count = config_.eval_batches * config_.batch_size;
+  double totals[2] = {0, 0};  // summed loss, tokens
+  int filled = 0;
+  auto flush = [&] {
+    if (filled == 0) return;
+    totals[0] += model_.Forward(tokens_.data(), targets_.data(), filled, T);
+    totals[1] += static_cast<double>(filled) * T;
+    filled = 0;
+  };
+  for (int k = group_.rank(); k < count; k += group_.size()) {
+    GatherValSample(corpus_.val, k, count, T, tokens_.data() + static_cast<size_t>(filled) * T,
+                    targets_.data() + static_cast<size_t>(filled) * T);
+    if (++filled == micro_) flush();
+  }
+  flush();
+  if (absl::Status s = group_.SumDoubles(totals, 2, comm_wait); !s.ok()) return s;
+  return totals[0] / totals[1];
+}
+
+absl::Status Run::SaveCheckpoint(int step) {
+  if (!leader()) return absl::OkStatus();
+  CheckpointState state;
+  state.step = step;
+  state.data_cursor = static_cast<uint64_t>(step) * config_.batch_size;
+  state.sample_rng = sample_rng_.state();
+  state.optimizer_step = adam_.step();
+  state.config_json = ToJson(config_);
+  state.params.assign(model_.params(), model_.params() + model_.num_params());
+  state.adam_m = adam_.m();
+  state.adam_v = adam_.v();
+  return WriteCheckpoint(options_.out_dir, state, config_.keep_checkpoints);
+}
+
+absl::StatusOr<TrainSummary> Run::Execute() {
+  if (absl::Status s = Setup(); !s.ok()) return s;
+  const int total = config_.steps;
+  const int end = options_.stop_after > 0 ? std::min(options_.stop_after, total) : total;
+  const double tokens_per_step = static_cast<double>(config_.batch_size) * config_.seq_len;
+  if (leader()) {
+    std::printf(
+        "weft-train: %zu parameters (%d layers, %d heads, width %d, context %d); corpus %s: "
+        "%zu train / %zu val bytes\n"
+        "weft-train: %d rank%s x %d thread%s, batch %d = %d micro x %d accum x %d ranks, "
+        "lr %.3g (%s scaling), %d steps, out %s\n",
+        model_.num_params(), config_.n_layer, config_.n_head, config_.n_embd, config_.seq_len,
+        corpus_.source.c_str(), corpus_.train.size(), corpus_.val.size(), group_.size(),
+        group_.size() == 1 ? "" : "s", config_.threads, config_.threads == 1 ? "" : "s",
+        config_.batch_size, micro_, config_.grad_accum, group_.size(), config_.scaled_lr(),
+        config_.lr_scaling.c_str(), total, options_.out_dir.c_str());
+    std::fflush(stdout);
+  }
+  TrainSummary summary;
+  if (start_step_ >= end && leader()) {
+    std::printf(
+        "weft-train: the checkpoint at step %d already covers this run's %d steps; "
+        "nothing to do\n",
+        start_step_, end);
+  }
+  double timed_seconds = 0, timed_wait = 0, timed_cpu = 0;
+  int timed_steps = 0;
+  double last_val = std::nan("");
+  for (int step = start_step_; step < end; ++step) {
+    const absl::Time start = absl::Now();
+    const double cpu_start = ProcessCpuSeconds();
+    double loss = 0, norm = 0, lr = 0;
+    absl::Duration comm_wait;
+    if (absl::Status s = Step(step, &loss, &norm, &lr, &comm_wait); !s.ok()) return s;
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    const double cpu_seconds = ProcessCpuSeconds() - cpu_start;
+    const double tokens_per_s = tokens_per_step / seconds;
+    if (step > start_step_) {  // the first step pays for page faults and thread start-up
+      timed_seconds += seconds;
+      timed_cpu += cpu_seconds;
+      timed_wait += absl::ToDoubleSeconds(comm_wait);
+      ++timed_steps;
+    }
+    const int done = step + 1;
+    std::optional<double> val;
+    if ((config_.eval_every > 0 && done % config_.eval_every == 0) || done == total) {
+      absl::Duration eval_wait;
+      absl::StatusOr<double> v = Evaluate(&eval_wait);
+      if (!v.ok()) return v.status();
+      val = *v;
+      last_val = *v;
+    }
+    if (leader()) {
+      std::string line = absl::StrFormat(
+          "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.6g, \"tokens_per_s\": "
+          "%.1f, \"step_ms\": %.3f, \"cpu_ms\": %.3f, \"comm_wait_ms\": %.3f",
+          done, loss, lr, norm, tokens_per_s, seconds * 1e3, cpu_seconds * 1e3,
+          absl::ToDoubleMilliseconds(comm_wait));
+      if (val) absl::StrAppendFormat(&line, ", \"val_loss\": %.9g", *val);
+      metrics_ << line << "}\n";
+      metrics_.flush();
+      train_curve_.emplace_back(done, loss);
+      if (val) val_curve_.emplace_back(done, *val);
+      const double mean_step = timed_steps > 0 ? timed_seconds / timed_steps : seconds;
+      std::printf(
+          "step %*d/%d | loss %.4f | lr %.2e | %7.0f tok/s | %6.1f ms | comm wait %4.1f%% "
+          "| ETA %s%s\n",
+          static_cast<int>(std::to_string(total).size()), done, total, loss, lr, tokens_per_s,
+          seconds * 1e3, 100.0 * absl::ToDoubleSeconds(comm_wait) / seconds,
+          FormatDuration(mean_step * (end - done)).c_str(),
+          val ? absl::StrFormat(" | val loss %.4f", *val).c_str() : "");
+      std::fflush(stdout);
+    }
+    summary.final_loss = loss;
+    summary.steps_done = done;
+    const bool checkpoint =
+        (config_.checkpoint_every > 0 && done % config_.checkpoint_every == 0) || done == end;
+    if (checkpoint) {
+      if (absl::Status s = SaveCheckpoint(done); !s.ok()) return s;
+    }
+  }
+  summary.final_val_loss = last_val;
+  summary.mean_tokens_per_s = timed_steps > 0 ? tokens_per_step * timed_steps / timed_seconds : 0;
+  summary.comm_wait_share = timed_seconds > 0 ? timed_wait / timed_seconds : 0;
+  summary.mean_cpu_ms = timed_steps > 0 ? 1e3 * timed_cpu / timed_steps : 0;
+  if (leader() && summary.steps_done == total) {
+    std::printf(
+        "done: %d steps, final train loss %.4f, final val loss %.4f, mean %.0f tok/s, "
+        "comm wait %.1f%% of step time, rank 0 used %.1f CPU ms per step\n",
+        total, summary.final_loss, summary.final_val_loss, summary.mean_tokens_per_s,
+        100.0 * summary.comm_wait_share, summary.mean_cpu_ms);
+    absl::StatusOr<std::string> png = PlotLoss(options_.out_dir, train_curve_, val_curve_);
+    if (png.ok()) {
+      std::printf("loss curve: %s\n", png->c_str());
+    } else {
+      std::printf("loss curve: not drawn: %s\n", std::string(png.status().message()).c_str());
+    }
+    if (config_.sample_tokens > 0) {
+      const std::string text = Generate(&model_, config_.sample_prompt, config_.sample_tokens,
+                                        kSampleTemperature, &sample_rng_);
+      std::printf("sample (temperature %.1f):\n%s%s\n", kSampleTemperature,
+                  Printable(config_.sample_prompt).c_str(), Printable(text).c_str());
+    }
+    std::fflush(stdout);
+  }
+  // Rank 0 may still be writing; nobody leaves before the job's last checkpoint exists.
+  if (absl::Status s = group_.Barrier(); !s.ok()) return s;
+  return summary;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainSummary> Train(const Config& config, Communicator* comm,
+                                   const TrainOptions& options) {
+  const int world = comm == nullptr ? 1 : comm->size();
+  if (absl::Status s = Validate(config, world); !s.ok()) return s;
+  Run run(config, comm, options);
+  return run.Execute();
+}
+
+}  // namespace weft::trainer
