@@ -74,6 +74,55 @@ std::string CollectiveOp::Describe() const {
   return text + ")";
 }
 
+OpSummary CollectiveOp::Summarize() const {
+  OpSummary s;
+  s.name = Name(args_.kind);
+  s.dtype = Name(args_.dtype);
+  s.algorithm = Name(algorithm_);
+  s.seq = envelope_.seq;
+  s.count = args_.count;
+  s.collective = true;
+  s.bytes = args_.count * SizeOf(args_.dtype);
+  switch (args_.kind) {
+    case OpKind::kReduceScatter:
+    case OpKind::kAllGather:
+    case OpKind::kAllToAll:
+      s.bytes *= peers_.size();  // the large buffer, as the benchmarks count it
+      break;
+    default:
+      break;
+  }
+  if (args_.kind == OpKind::kAllReduce || args_.kind == OpKind::kReduceScatter ||
+      args_.kind == OpKind::kReduce) {
+    s.reduce_op = Name(args_.op);
+  }
+  if (args_.kind == OpKind::kBroadcast || args_.kind == OpKind::kReduce) s.root = args_.root;
+  if (args_.kind == OpKind::kBarrier) s.dtype = "";
+  return s;
+}
+
+namespace {
+
+OpSummary SummarizeTransfers(const std::vector<P2pTransfer>& transfers) {
+  OpSummary s;
+  if (transfers.size() == 1) {
+    const P2pTransfer& t = transfers.front();
+    s.name = t.is_send ? "send" : "recv";
+    s.dtype = Name(static_cast<DataType>(t.envelope.dtype));
+    s.seq = t.envelope.seq;
+    s.count = t.envelope.count;
+    s.bytes = t.bytes;
+    s.peer = t.peer;
+    return s;
+  }
+  s.name = "group";
+  s.count = transfers.size();
+  for (const P2pTransfer& t : transfers) s.bytes += t.bytes;
+  return s;
+}
+
+}  // namespace
+
 absl::Status P2pOp::Run(const Deadline& deadline) {
   peers_.Begin(Envelope{}, deadline);
   return peers_.Wait(Post(peers_, transfers_));
@@ -97,6 +146,15 @@ absl::Status GroupOp::Run(const Deadline& deadline) {
   }
   peers_.Begin(Envelope{}, deadline);
   return peers_.Wait(posted);
+}
+
+OpSummary P2pOp::Summarize() const { return SummarizeTransfers(transfers_); }
+
+OpSummary GroupOp::Summarize() const {
+  OpSummary s = SummarizeTransfers(transfers_);
+  s.name = "group";
+  s.count = transfers_.size() + collectives_.size();
+  return s;
 }
 
 std::string GroupOp::Describe() const {

@@ -17,6 +17,7 @@ class CollectiveOp final : public Op {
   CollectiveOp(Peers& peers, const CollectiveArgs& args, AlgorithmId algorithm, uint64_t seq);
   absl::Status Run(const Deadline& deadline) override;
   std::string Describe() const override;
+  OpSummary Summarize() const override;
 
  private:
   // For kAvg: divides the part of the result this rank holds.
@@ -43,6 +44,7 @@ class P2pOp final : public Op {
       : peers_(peers), transfers_(std::move(transfers)) {}
   absl::Status Run(const Deadline& deadline) override;
   std::string Describe() const override;
+  OpSummary Summarize() const override;
 
   // For GroupEnd, which merges the transfers of a group into one GroupOp.
   std::vector<P2pTransfer> TakeTransfers() { return std::move(transfers_); }
@@ -61,6 +63,7 @@ class GroupOp final : public Op {
       : peers_(peers), transfers_(std::move(transfers)), collectives_(std::move(collectives)) {}
   absl::Status Run(const Deadline& deadline) override;
   std::string Describe() const override;
+  OpSummary Summarize() const override;
 
  private:
   Peers& peers_;

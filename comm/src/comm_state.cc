@@ -6,9 +6,13 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "algorithms/shm_direct.h"
+#include "algorithms/arena_rounds.h"
+#include "algorithms/tuner_calibration.h"
 #include "backoff.h"
 #include "log.h"
+#ifdef WEFT_HAVE_UCX
+#include "transport/ucx/ucx_transport.h"
+#endif
 #include "weft/topology/host.h"
 
 namespace weft::internal {
@@ -41,10 +45,18 @@ absl::StatusOr<CommConfig> ResolveConfig(const CommOptions& options) {
   config.algorithm_spec = options.algorithm.empty() ? EnvOr("WEFT_ALGO", "") : options.algorithm;
   config.transport =
       options.transport.empty() ? EnvOr("WEFT_TRANSPORT", "auto") : options.transport;
-  if (config.transport != "auto" && config.transport != "tcp" && config.transport != "shm") {
+  if (config.transport != "auto" && config.transport != "tcp" && config.transport != "shm" &&
+      config.transport != "ucx") {
     return absl::InvalidArgumentError(
-        absl::StrCat("WEFT_TRANSPORT='", config.transport, "' is not one of auto, tcp, shm"));
+        absl::StrCat("WEFT_TRANSPORT='", config.transport, "' is not one of auto, tcp, shm, ucx"));
   }
+#ifndef WEFT_HAVE_UCX
+  if (config.transport == "ucx") {
+    return absl::InvalidArgumentError(
+        "WEFT_TRANSPORT=ucx but this build of Weft has no UCX transport (install libucx-dev and "
+        "rebuild; `weft-info` lists the transports a build has)");
+  }
+#endif
   return config;
 }
 
@@ -102,7 +114,14 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
     std::unique_ptr<Transport> transport;
     const std::vector<int>* peers;
   };
-  Plan plans[] = {{MakeShmTransport(), &shm_peers}, {MakeTcpTransport(), &tcp_peers}};
+  // Peers on other hosts: TCP, or UCX when asked for (WEFT_TRANSPORT=ucx).
+#ifdef WEFT_HAVE_UCX
+  std::unique_ptr<Transport> network =
+      config.transport == "ucx" ? MakeUcxTransport() : MakeTcpTransport();
+#else
+  std::unique_ptr<Transport> network = MakeTcpTransport();
+#endif
+  Plan plans[] = {{MakeShmTransport(), &shm_peers}, {std::move(network), &tcp_peers}};
   for (Plan& plan : plans) {
     PrefixStore transport_store(rendezvous.store, std::string(plan.transport->name()));
     ConnectContext context;
@@ -132,7 +151,7 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
   if (config.transport != "tcp" && size > 1 && static_cast<int>(local_ranks.size()) == size) {
     PrefixStore arena_store(rendezvous.store, "arena");
     absl::StatusOr<std::unique_ptr<ShmArena>> created = ShmArena::Create(
-        arena_store, unique_name, rank, local_ranks, ShmDirect::AreaBytes(), deadline);
+        arena_store, unique_name, rank, local_ranks, ArenaRounds::AreaBytes(), deadline);
     if (!created.ok()) return fail(created.status(), "mapping the shared-memory arena");
     arena = *std::move(created);
   }
@@ -146,6 +165,11 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
   std::shared_ptr<CommState> state(
       new CommState(std::move(rendezvous), rank, size, std::move(config), *std::move(selector)));
   state->peers_ = std::make_unique<Peers>(rank, size, std::move(links), std::move(arena));
+  state->peers_->SetNodes(NodeLayout(*hosts, rank));
+  absl::StatusOr<CostModel> model =
+      LoadOrCalibrate(*state->peers_, *state->rendezvous_.store, deadline);
+  if (!model.ok()) return fail(model.status(), "calibrating the tuner");
+  state->selector_.SetTuner(std::make_shared<CostTuner>(*std::move(model)));
   state->engine_ = Engine::Start(absl::StrCat("rank ", rank), state->config_.timeout);
   {
     std::lock_guard<std::mutex> lock(state->mu);

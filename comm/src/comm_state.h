@@ -26,7 +26,7 @@ namespace weft::internal {
 struct CommConfig {
   absl::Duration timeout;
   std::string algorithm_spec;
-  std::string transport;  // "auto", "tcp" or "shm"
+  std::string transport;  // "auto", "tcp", "shm" or "ucx"
 };
 absl::StatusOr<CommConfig> ResolveConfig(const CommOptions& options);
 
@@ -73,7 +73,7 @@ class CommState {
   const int rank_;
   const int size_;
   const CommConfig config_;
-  const AlgorithmSelector selector_;
+  AlgorithmSelector selector_;  // its tuner is set once, at creation
   std::unique_ptr<Peers> peers_;
   std::shared_ptr<Engine> engine_;
 };

@@ -2,11 +2,14 @@
 // happens in CommState, the engine and the algorithms.
 #include "weft/comm/communicator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -14,6 +17,8 @@
 #include "bootstrap/unique_id.h"
 #include "collective_op.h"
 #include "comm_state.h"
+#include "fault_watch.h"
+#include "flight_recorder.h"
 #include "log.h"
 #include "weft/topology/host.h"
 
@@ -53,6 +58,9 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<Communicator>> Build(internal::Rendezvous rendezvous, int rank,
                                                     int size, const CommOptions& options);
+// Connects a new communicator to the other ranks' failures (fault_watch.h) and names its flight
+// recorder's file.
+absl::Status WatchFaults(CommState& state, const std::string& job_name);
 
 }  // namespace
 
@@ -149,10 +157,59 @@ absl::StatusOr<std::unique_ptr<Communicator>> Build(internal::Rendezvous rendezv
   if (!config.ok()) return config.status();
   if (rendezvous.prefix.empty()) rendezvous.prefix = absl::StrCat("c", root_communicators++);
   rendezvous.store = std::make_shared<PrefixStore>(rendezvous.root, rendezvous.prefix);
+  const std::string job_name = rendezvous.job_name;
   absl::StatusOr<std::shared_ptr<CommState>> state =
       CommState::Create(std::move(rendezvous), rank, size, *std::move(config));
   if (!state.ok()) return state.status();
+  if (absl::Status s = WatchFaults(**state, job_name); !s.ok()) return s;
   return CommunicatorFactory::Wrap(*std::move(state));
+}
+
+absl::Status WatchFaults(CommState& state, const std::string& job_name) {
+  const internal::Rendezvous& rendezvous = state.rendezvous();
+  const Deadline deadline = Deadline::In(state.config().timeout);
+  Engine& engine = state.engine();
+  RecorderIdentity identity;
+  identity.rank = state.rank();
+  identity.size = state.size();
+  identity.pid = getpid();
+  identity.host = HostName();
+  identity.comm = rendezvous.prefix;
+  identity.path = FlightRecorder::PathFor(job_name, rendezvous.prefix, state.rank());
+  engine.recorder().SetIdentity(std::move(identity));
+
+  // The watch parks long Gets: on a connection of its own, so it never delays the store traffic
+  // of this communicator or of the others sharing the job's connection.
+  std::shared_ptr<Store> watch_store = rendezvous.store;
+  if (const auto* tcp = dynamic_cast<const TcpStoreClient*>(rendezvous.root.get())) {
+    absl::StatusOr<std::unique_ptr<TcpStoreClient>> again = tcp->ConnectAgain(deadline);
+    if (!again.ok()) {
+      return absl::Status(again.status().code(),
+                          absl::StrCat("rank ", state.rank(),
+                                       ": creating communicator: a second store connection for "
+                                       "the fault watch: ",
+                                       again.status().message()));
+    }
+    watch_store =
+        std::make_shared<PrefixStore>(std::shared_ptr<Store>(*std::move(again)), rendezvous.prefix);
+  }
+  FaultWatch::Callbacks callbacks;
+  callbacks.on_fault = [&engine](const std::string& report) { engine.OnPeerFault(report); };
+  callbacks.on_dump_signal = [&engine] { (void)engine.DumpRecorder("SIGUSR1"); };
+  absl::StatusOr<std::unique_ptr<FaultWatch>> watch =
+      FaultWatch::Start(rendezvous.store, std::move(watch_store), state.rank(), state.size(),
+                        deadline, std::move(callbacks));
+  if (!watch.ok()) {
+    return absl::Status(watch.status().code(),
+                        absl::StrCat("rank ", state.rank(),
+                                     ": creating communicator: exchanging process identities: ",
+                                     watch.status().message()));
+  }
+  std::vector<std::string> names;
+  for (int r = 0; r < state.size(); ++r) names.push_back((*watch)->Describe(r));
+  state.peers().SetProcessNames(std::move(names));
+  engine.Attach(*std::move(watch));
+  return absl::OkStatus();
 }
 
 // Argument checks shared by every call. Errors name the call and this rank.
@@ -410,15 +467,40 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
 
 void Communicator::Abort() { state_->engine().Abort(); }
 
-std::string Communicator::AlgorithmFor(const std::string& collective, size_t bytes) const {
+absl::StatusOr<std::string> Communicator::DumpFlightRecorder(const std::string& reason) const {
+  return state_->engine().DumpRecorder(reason);
+}
+
+namespace {
+
+std::optional<OpKind> CollectiveNamed(const std::string& collective) {
   static constexpr OpKind kKinds[] = {
       OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather, OpKind::kBroadcast,
       OpKind::kReduce,    OpKind::kAllToAll,      OpKind::kBarrier};
   for (OpKind kind : kKinds) {
-    if (collective == Name(kind))
-      return Name(state_->selector().Choose(kind, bytes, state_->peers()));
+    if (collective == Name(kind)) return kind;
   }
-  return "unknown collective";
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string Communicator::AlgorithmFor(const std::string& collective, size_t bytes) const {
+  const std::optional<OpKind> kind = CollectiveNamed(collective);
+  if (!kind) return "unknown collective";
+  return Name(state_->selector().Choose(*kind, bytes, state_->peers()));
+}
+
+double Communicator::PredictedSeconds(const std::string& collective, size_t bytes) const {
+  const std::optional<OpKind> kind = CollectiveNamed(collective);
+  if (!kind) return -1;
+  return state_->selector().Predict(*kind, bytes, state_->peers());
+}
+
+std::string Communicator::ExplainAlgorithm(const std::string& collective, size_t bytes) const {
+  const std::optional<OpKind> kind = CollectiveNamed(collective);
+  if (!kind) return "unknown collective";
+  return state_->selector().Explain(*kind, bytes, state_->peers());
 }
 
 }  // namespace weft

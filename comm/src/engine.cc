@@ -1,5 +1,6 @@
 #include "engine.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backoff.h"
 
@@ -12,6 +13,10 @@ constexpr absl::Duration kCallerGrace = absl::Microseconds(50);
 constexpr absl::Duration kActivePoll = absl::Microseconds(200);
 // ...and after this long without any, it sleeps until the next submission wakes it.
 constexpr absl::Duration kIdleAfter = absl::Milliseconds(20);
+// How long a rank whose collective was mismatched waits for the other ranks to say what they
+// called: they answer as soon as the report reaches them, so only a dead or stuck rank makes it
+// wait this long.
+constexpr absl::Duration kCompareCallsWait = absl::Seconds(2);
 
 }  // namespace
 
@@ -73,9 +78,10 @@ Work Engine::Submit(std::unique_ptr<Op> op, std::shared_ptr<internal::OpState> s
   state->engine = weak_from_this();
   state->submitted = absl::Now();
   std::lock_guard<std::mutex> lock(mu_);
+  state->record = recorder_.Queued(state->op->Summarize(), absl::ToUnixNanos(state->submitted));
   if (aborted_.load()) {
-    Finish(*state, absl::CancelledError(absl::StrCat(describe_rank_, ": ", state->op->Describe(),
-                                                     ": communicator was aborted")));
+    Complete(*state, absl::CancelledError(absl::StrCat(describe_rank_, ": ", state->op->Describe(),
+                                                       ": communicator was aborted")));
     return Work(std::move(state));
   }
   queue_.push_back(state);
@@ -91,25 +97,116 @@ void Engine::Execute(internal::OpState& state) {
   }
   // Describe() formats a string: only error paths pay for it.
   if (aborted_.load()) {
-    Finish(state, absl::CancelledError(absl::StrCat(describe_rank_, ": ", state.op->Describe(),
-                                                    ": communicator was aborted")));
+    Complete(state, absl::CancelledError(absl::StrCat(describe_rank_, ": ", state.op->Describe(),
+                                                      ": communicator was aborted")));
     return;
   }
   if (!failed_before.ok()) {
-    Finish(state, absl::FailedPreconditionError(absl::StrCat(
-                      describe_rank_, ": ", state.op->Describe(),
-                      ": not run because an earlier operation failed: ", failed_before.message())));
+    Complete(state,
+             absl::FailedPreconditionError(absl::StrCat(
+                 describe_rank_, ": ", state.op->Describe(),
+                 ": not run because an earlier operation failed: ", failed_before.message())));
     return;
   }
-  absl::Status status = state.op->Run(Deadline::In(op_timeout_, &aborted_));
-  if (!status.ok()) {
-    status = absl::Status(status.code(), absl::StrCat(describe_rank_, ": ", state.op->Describe(),
-                                                      ": ", status.message()));
+  recorder_.Started(state.record);
+  absl::Status status = state.op->Run(Deadline::In(op_timeout_, &stop_));
+  if (status.ok()) {
+    Complete(state, std::move(status));
+  } else {
+    Finish(state, Failed(state, status));
+  }
+}
+
+void Engine::Complete(internal::OpState& state, absl::Status status) {
+  recorder_.Finished(state.record, status);
+  Finish(state, std::move(status));
+}
+
+absl::Status Engine::Failed(internal::OpState& state, const absl::Status& cause) {
+  const bool aborted = aborted_.load();
+  std::string peer_fault;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    peer_fault = peer_fault_;
+  }
+  // A wait that ended because another rank reported a failure says only "aborted": quote the
+  // report instead, which names the rank that failed first and why.
+  bool stopped_by_peer =
+      !aborted && !peer_fault.empty() && cause.code() == absl::StatusCode::kCancelled;
+  std::string message =
+      stopped_by_peer
+          ? absl::StrCat(describe_rank_, ": ", state.op->Describe(),
+                         ": stopped because another rank failed: ", peer_fault)
+          : absl::StrCat(describe_rank_, ": ", state.op->Describe(), ": ", cause.message());
+  // A peer that failed first and then exited shows here as a closed link; its report, already
+  // in the store, says why it went.
+  if (!aborted && !stopped_by_peer && watch_ != nullptr) {
+    if (std::string report = watch_->PendingReport(); !report.empty()) {
+      message = absl::StrCat(describe_rank_, ": ", state.op->Describe(),
+                             ": stopped because another rank failed: ", report,
+                             " (seen here as: ", cause.message(), ")");
+      stopped_by_peer = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (peer_fault_.empty()) peer_fault_ = std::move(report);
+    }
+  }
+  // (A quoted report carries the reporting rank's list already.)
+  if (watch_ != nullptr && !aborted && !stopped_by_peer) {
+    if (const std::string exited = watch_->ExitedRanks(); !exited.empty()) {
+      absl::StrAppend(&message, "; processes that have exited: ", exited);
+    }
+    // First of all the other ranks must hear of it (they may be blocked on this one). The report
+    // leaves this rank's dump path out: each rank names its own.
+    watch_->Publish(message);
+  }
+  // A mismatch seen by one pair of ranks: compare what every rank called as this operation.
+  if (watch_ != nullptr && !aborted && absl::StrContains(message, "mismatched")) {
+    const OpSummary op = state.op->Summarize();
+    if (op.collective) {
+      std::string call = absl::StrCat(op.name, "(count=", op.count);
+      if (*op.dtype != '\0') absl::StrAppend(&call, ", ", op.dtype);
+      if (*op.reduce_op != '\0') absl::StrAppend(&call, ", ", op.reduce_op);
+      if (op.root >= 0) absl::StrAppend(&call, ", root=", op.root);
+      call += ")";
+      if (const std::string diff = watch_->CompareCalls(op.seq, call, kCompareCallsWait);
+          !diff.empty()) {
+        absl::StrAppend(&message, "; what each rank called: ", diff);
+      }
+    }
+  }
+  absl::Status status(stopped_by_peer ? absl::StatusCode::kUnavailable : cause.code(), message);
+  recorder_.Finished(state.record, status);
+  if (!aborted && recorder_.enabled()) {
+    absl::StatusOr<std::string> path = recorder_.Dump(message);
+    status =
+        absl::Status(status.code(), absl::StrCat(message, path.ok() ? " (flight recorder: " : " (",
+                                                 path.ok() ? *path : path.status().message(), ")"));
+  }
+  {
     std::lock_guard<std::mutex> lock(mu_);
     if (sticky_error_.ok()) sticky_error_ = status;
     failed_.store(true, std::memory_order_release);
   }
-  Finish(state, std::move(status));
+  return status;
+}
+
+void Engine::OnPeerFault(const std::string& report) {
+  bool dumped_already = false;  // this rank's own failure wrote the recorder, with its reason
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!peer_fault_.empty()) return;
+    peer_fault_ = report;
+    dumped_already = !sticky_error_.ok();
+    if (sticky_error_.ok()) {
+      sticky_error_ =
+          absl::UnavailableError(absl::StrCat(describe_rank_, ": another rank failed: ", report));
+    }
+    failed_.store(true, std::memory_order_release);
+  }
+  stop_.store(true);
+  if (recorder_.enabled() && !dumped_already) {
+    (void)recorder_.Dump(absl::StrCat("another rank reported a failure: ", report));
+  }
 }
 
 void Engine::RunQueued(const internal::OpState* until) {
@@ -159,6 +256,7 @@ absl::Status Engine::WaitFor(internal::OpState& op, absl::Duration timeout) {
 
 void Engine::Abort() {
   aborted_.store(true);
+  stop_.store(true);
   std::deque<std::shared_ptr<internal::OpState>> cancelled;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -166,8 +264,8 @@ void Engine::Abort() {
     wake_.notify_one();
   }
   for (auto& state : cancelled) {
-    Finish(*state, absl::CancelledError(absl::StrCat(describe_rank_, ": ", state->op->Describe(),
-                                                     ": communicator was aborted")));
+    Complete(*state, absl::CancelledError(absl::StrCat(describe_rank_, ": ", state->op->Describe(),
+                                                       ": communicator was aborted")));
   }
 }
 

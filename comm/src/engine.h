@@ -9,6 +9,9 @@
 //
 // The first failure is sticky: later operations fail at once with a message that points to it,
 // since links are in an unknown state after a failed collective. Abort() cancels everything.
+// A failure is also reported to the other ranks (FaultWatch), whose running operations then end
+// with it instead of waiting for their deadline, and every operation is recorded in the flight
+// recorder, which is dumped when one fails.
 #pragma once
 
 #include <atomic>
@@ -22,6 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "deadline.h"
+#include "fault_watch.h"
+#include "flight_recorder.h"
 #include "weft/comm/work.h"
 
 namespace weft {
@@ -36,6 +41,8 @@ class Op {
   virtual absl::Status Run(const Deadline& deadline) = 0;
   // "all_reduce #12 (ring, 1024 x float sum)": prefixes error messages.
   virtual std::string Describe() const = 0;
+  // The same for the flight recorder: no formatting, it runs for every operation.
+  virtual OpSummary Summarize() const = 0;
 };
 
 namespace internal {
@@ -44,6 +51,7 @@ struct OpState {
   std::unique_ptr<Op> op;        // released once run
   std::weak_ptr<Engine> engine;  // for caller-runs; expired once the engine is gone
   absl::Time submitted;
+  uint64_t record = 0;  // FlightRecorder id
   std::atomic<bool> done{false};
   absl::Status status;  // written before `done` becomes true
 };
@@ -79,20 +87,44 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const std::atomic<bool>* abort_flag() const { return &aborted_; }
   absl::Duration op_timeout() const { return op_timeout_; }
 
+  // The record of this communicator's last operations. Set its identity before the first
+  // operation (and before Attach).
+  FlightRecorder& recorder() { return recorder_; }
+  // Connects the engine to the other ranks' failures: from now on a failed operation is reported
+  // to them, and their reports (FaultWatch::Callbacks::on_fault -> OnPeerFault) end this rank's
+  // operations. Called once, before the first operation.
+  void Attach(std::unique_ptr<FaultWatch> watch) { watch_ = std::move(watch); }
+  // Another rank failed with `report`: ends the running operation (its error quotes the report),
+  // fails every later one, and dumps the flight recorder.
+  void OnPeerFault(const std::string& report);
+  // Writes the flight recorder (see FlightRecorder::Dump); returns the file's path.
+  absl::StatusOr<std::string> DumpRecorder(absl::string_view reason) const {
+    return recorder_.Dump(reason);
+  }
+
  private:
   Engine(std::string describe_rank, absl::Duration op_timeout)
-      : describe_rank_(std::move(describe_rank)), op_timeout_(op_timeout) {}
+      : describe_rank_(std::move(describe_rank)),
+        op_timeout_(op_timeout),
+        recorder_(FlightRecorder::CapacityFromEnvironment()) {}
 
   // With exec_mu_ held: runs queued operations in order until `until` is done (nullptr: until
   // the queue is empty).
   void RunQueued(const internal::OpState* until);
   void Execute(internal::OpState& state);
+  // Records the end of an operation in the flight recorder, then finishes its Work.
+  void Complete(internal::OpState& state, absl::Status status);
+  // The error of an operation whose Run failed with `cause`: names this rank, the operation and
+  // the processes that have exited; dumps the recorder, makes the error sticky and reports it to
+  // the other ranks. Records the failure (Complete must not record it again).
+  absl::Status Failed(internal::OpState& state, const absl::Status& cause);
   void ProgressLoop();
   static void Finish(internal::OpState& state, absl::Status status);
 
   const std::string describe_rank_;
   const absl::Duration op_timeout_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> stop_{false};  // ends the running operation's waits: abort or a peer's fault
   std::atomic<bool> failed_{false};
   std::atomic<int> inline_waiters_{0};  // callers in WaitFor that may run the queue themselves  //
                                         // sticky_error_ is set: spares the lock on the fast path
@@ -103,10 +135,14 @@ class Engine : public std::enable_shared_from_this<Engine> {
   absl::Status sticky_error_;                             // guarded by mu_
   bool stopping_ = false;                                 // guarded by mu_
   bool progress_idle_ = false;                            // guarded by mu_
+  std::string peer_fault_;  // guarded by mu_: the first failure another rank reported
   std::condition_variable wake_;
 
   std::mutex exec_mu_;  // held by the thread that is executing operations
   std::thread progress_thread_;
+  FlightRecorder recorder_;
+  // Last: destroyed first, so its thread never calls into a half-destroyed engine.
+  std::unique_ptr<FaultWatch> watch_;
 };
 
 }  // namespace weft

@@ -52,10 +52,19 @@ Transfer Peers::RecvAs(int peer, const Envelope& envelope, RecvSink sink, size_t
 
 absl::Status Peers::LinkError(const Link& link, const absl::Status& status) const {
   // Transports name the peer and their own kind ("connection to rank 3 (10.0.0.2:4312)",
-  // "shared-memory link with rank 3"); only add what they could not know.
-  if (absl::StrContains(status.message(), absl::StrCat("rank ", link.peer()))) return status;
-  return absl::Status(status.code(), absl::StrCat("link to rank ", link.peer(), " (",
-                                                  link.transport_name(), "): ", status.message()));
+  // "shared-memory link with rank 3"); only add what they could not know: which process the
+  // peer is.
+  const int peer = link.peer();
+  const bool named = static_cast<size_t>(peer) < process_names_.size();
+  if (absl::StrContains(status.message(), absl::StrCat("rank ", peer))) {
+    if (!named) return status;
+    return absl::Status(status.code(), absl::StrCat(status.message(), " (rank ", peer, " is ",
+                                                    process_names_[peer], ")"));
+  }
+  return absl::Status(
+      status.code(),
+      absl::StrCat("link to rank ", peer, " (", link.transport_name(),
+                   named ? absl::StrCat(", ", process_names_[peer]) : "", "): ", status.message()));
 }
 
 absl::Status Peers::Wait(absl::Span<const Transfer> transfers) {

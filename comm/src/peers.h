@@ -10,11 +10,14 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "deadline.h"
+#include "shared_buffers.h"
+#include "node_layout.h"
 #include "transport/link.h"
 #include "transport/shm/arena.h"
 
@@ -39,6 +42,9 @@ class Peers {
   int size() const { return size_; }
   ShmArena* arena() const { return arena_.get(); }
   Link* link(int peer) const { return links_[peer].get(); }
+  // Which ranks share a node; the hierarchical algorithms plan their sub-groups from it.
+  const NodeLayout& nodes() const { return nodes_; }
+  void SetNodes(NodeLayout nodes) { nodes_ = std::move(nodes); }
 
   // Called by the engine before an algorithm runs: the envelope every message of this
   // operation carries (its step is filled per message) and the deadline bounding it.
@@ -59,13 +65,24 @@ class Peers {
     return Wait(absl::MakeConstSpan(transfers.begin(), transfers.size()));
   }
 
+  // Per rank, who its process is ("pid 4321 on host node7"): link errors name it. Set once
+  // before the first operation.
+  void SetProcessNames(std::vector<std::string> names) { process_names_ = std::move(names); }
+
   // A 64-byte-aligned buffer of at least `bytes`, kept between operations. `index` selects one
   // of several independent buffers.
   std::byte* Scratch(size_t bytes, int index = 0);
 
+  // Peers' AllocShared buffers mapped here, for the direct-read algorithms.
+  PeerBufferMaps& peer_buffers() { return peer_buffers_; }
+
   // The shared-memory direct algorithms number their rounds on the arena's counters; every rank
   // advances this identically, so round numbers agree across ranks.
   uint64_t NextArenaRound() { return ++arena_round_; }
+  // The latest round in which this rank saw every other rank begin: all of them had finished
+  // every earlier round, so halves of earlier rounds are free without asking them.
+  uint64_t arena_synced_round() const { return arena_synced_round_; }
+  void NoteArenaSynced(uint64_t round) { arena_synced_round_ = round; }
 
  private:
   struct ScratchBuffer {
@@ -80,12 +97,16 @@ class Peers {
   const int size_;
   std::vector<std::unique_ptr<Link>> links_;
   std::unique_ptr<ShmArena> arena_;
+  NodeLayout nodes_;
   std::vector<Link*> active_;  // links with transfers that may still be moving
   std::vector<pollfd> pollfds_;
   std::vector<ScratchBuffer> scratch_;
+  std::vector<std::string> process_names_;
   Envelope base_;
   Deadline deadline_ = Deadline::In(absl::InfiniteDuration());
   uint64_t arena_round_ = 0;
+  uint64_t arena_synced_round_ = 0;
+  PeerBufferMaps peer_buffers_;
 };
 
 }  // namespace weft

@@ -82,6 +82,13 @@ INSTANTIATE_TEST_SUITE_P(Mixed, Collectives,
                          ::testing::Combine(::testing::Values(3, 4), ::testing::Values("mixed"),
                                             ::testing::Values("")),
                          CaseName);
+// Every direct-read (cross-memory attach) collective, whatever the size.
+INSTANTIATE_TEST_SUITE_P(
+    Cma, Collectives,
+    ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Values("shm"),
+                       ::testing::Values("all_reduce=cma_direct,reduce_scatter=cma_direct,"
+                                         "all_gather=cma_direct,broadcast=cma_direct")),
+    [](const auto& info) { return absl::StrCat(std::get<0>(info.param), "ranks_shm_cma"); });
 // The link algorithms over shared-memory links (no arena shortcut).
 INSTANTIATE_TEST_SUITE_P(
     ShmLinks, Collectives,

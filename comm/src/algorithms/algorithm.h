@@ -45,13 +45,15 @@ enum class AlgorithmId : uint32_t {
   kTree = 4,           // binomial tree (broadcast, reduce)
   kPairwise = 5,       // all-to-all
   kDissemination = 6,  // barrier over links
+  kHierarchical = 7,   // two-level: inside nodes, then across them (hierarchical.h)
+  kCmaDirect = 8,      // one host, peers' buffers read in place (cma_direct.h)
 };
 
 const char* Name(AlgorithmId id);
 std::optional<AlgorithmId> ParseAlgorithm(absl::string_view name);
 
 // Whether `id` implements `kind`; and whether it can run on this communicator (shm_direct needs
-// every rank on one host).
+// every rank on one host, cma_direct also needs cross-memory attach between them).
 bool Implements(AlgorithmId id, OpKind kind);
 bool Usable(AlgorithmId id, const Peers& peers);
 

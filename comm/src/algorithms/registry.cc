@@ -3,7 +3,9 @@
 #include <utility>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/cma_direct.h"
 #include "algorithms/dissemination.h"
+#include "algorithms/hierarchical.h"
 #include "algorithms/pairwise.h"
 #include "algorithms/rabenseifner.h"
 #include "algorithms/ring.h"
@@ -13,13 +15,15 @@
 namespace weft {
 namespace {
 
-constexpr std::array<std::pair<AlgorithmId, const char*>, 6> kNames = {{
+constexpr std::array<std::pair<AlgorithmId, const char*>, 8> kNames = {{
     {AlgorithmId::kRing, "ring"},
     {AlgorithmId::kRabenseifner, "rabenseifner"},
     {AlgorithmId::kShmDirect, "shm_direct"},
     {AlgorithmId::kTree, "tree"},
     {AlgorithmId::kPairwise, "pairwise"},
     {AlgorithmId::kDissemination, "dissemination"},
+    {AlgorithmId::kHierarchical, "hierarchical"},
+    {AlgorithmId::kCmaDirect, "cma_direct"},
 }};
 
 }  // namespace
@@ -37,7 +41,9 @@ std::optional<AlgorithmId> ParseAlgorithm(absl::string_view name) {
   }
   if (name == "halving_doubling" || name == "rhd") return AlgorithmId::kRabenseifner;
   if (name == "direct") return AlgorithmId::kShmDirect;
+  if (name == "cma") return AlgorithmId::kCmaDirect;
   if (name == "binomial") return AlgorithmId::kTree;
+  if (name == "hier") return AlgorithmId::kHierarchical;
   return std::nullopt;
 }
 
@@ -58,12 +64,25 @@ bool Implements(AlgorithmId id, OpKind kind) {
       return kind == OpKind::kAllToAll;
     case AlgorithmId::kDissemination:
       return kind == OpKind::kBarrier;
+    case AlgorithmId::kCmaDirect:
+      return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter ||
+             kind == OpKind::kAllGather || kind == OpKind::kBroadcast;
+    case AlgorithmId::kHierarchical:
+      return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter ||
+             kind == OpKind::kAllGather || kind == OpKind::kBroadcast;
   }
   return false;
 }
 
 bool Usable(AlgorithmId id, const Peers& peers) {
-  return id != AlgorithmId::kShmDirect || peers.arena() != nullptr;
+  switch (id) {
+    case AlgorithmId::kShmDirect:
+      return peers.arena() != nullptr;
+    case AlgorithmId::kCmaDirect:
+      return peers.arena() != nullptr && peers.arena()->remote_read();
+    default:
+      return true;
+  }
 }
 
 std::unique_ptr<Algorithm> MakeAlgorithm(AlgorithmId id, Peers& peers, const CollectiveArgs& args) {
@@ -76,6 +95,19 @@ std::unique_ptr<Algorithm> MakeAlgorithm(AlgorithmId id, Peers& peers, const Col
       return std::make_unique<PairwiseAllToAll>(peers, args);
     case AlgorithmId::kDissemination:
       return std::make_unique<DisseminationBarrier>(peers);
+    case AlgorithmId::kCmaDirect:
+      return std::make_unique<CmaDirect>(peers, args);
+    case AlgorithmId::kHierarchical:
+      switch (args.kind) {
+        case OpKind::kAllReduce:
+          return std::make_unique<HierarchicalAllReduce>(peers, args);
+        case OpKind::kReduceScatter:
+          return std::make_unique<HierarchicalReduceScatter>(peers, args);
+        case OpKind::kAllGather:
+          return std::make_unique<HierarchicalAllGather>(peers, args);
+        default:
+          return std::make_unique<HierarchicalBroadcast>(peers, args);
+      }
     case AlgorithmId::kTree:
       if (args.kind == OpKind::kBroadcast) return std::make_unique<TreeBroadcast>(peers, args);
       return std::make_unique<TreeReduce>(peers, args);

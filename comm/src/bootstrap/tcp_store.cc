@@ -647,6 +647,9 @@ absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const st
   }
 
   auto client = absl::WrapUnique(new TcpStoreClient(fd, where));
+  client->host_ = host;
+  client->port_ = port;
+  client->token_ = token;
   std::string hello = "H";
   PutU32(&hello, kProtocolVersion);
   hello += token;
@@ -670,6 +673,11 @@ absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const st
                      ": every rank of a job must run the same Weft release"));
   }
   return client->BadReply(*reply, what);
+}
+
+absl::StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::ConnectAgain(
+    const Deadline& deadline) const {
+  return Connect(host_, port_, token_, deadline);
 }
 
 TcpStoreClient::~TcpStoreClient() {

@@ -84,6 +84,11 @@ class TcpStoreClient final : public Store {
                                                                  const Deadline& deadline);
   ~TcpStoreClient() override;
 
+  // A second, independent connection to the same store with the same token: for a thread that
+  // parks long Gets (a communicator's fault watch), so the other users of this client never wait
+  // out its rounds.
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> ConnectAgain(const Deadline& deadline) const;
+
   // Threads may share a client: requests are served one at a time in arrival order, each waiting
   // for those ahead of it. Set and Add wait at most kStoreRequestTimeout for the store's answer.
   // After any transport failure (the store closed the connection, stopped answering, or a wait
@@ -145,6 +150,9 @@ class TcpStoreClient final : public Store {
   int fd_;                   // -1 once broken
   absl::Status broken_;      // why fd_ was closed
   const std::string where_;  // "host:port", for messages
+  std::string host_;         // what Connect was given, for ConnectAgain
+  int port_ = 0;
+  std::string token_;
 };
 
 }  // namespace weft

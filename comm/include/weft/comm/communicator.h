@@ -41,7 +41,8 @@ struct CommOptions {
   // Forces an algorithm: "ring", "rabenseifner", "shm_direct", "tree", "pairwise", or per
   // collective "all_reduce=ring,broadcast=tree". Default: WEFT_ALGO, else chosen per call.
   std::string algorithm;
-  // "auto" (shared memory within a host, TCP across hosts), "tcp" or "shm".
+  // "auto" (shared memory within a host, TCP across hosts), "tcp", "shm", or "ucx" (UCX across
+  // hosts, shared memory within one; only in builds with UCX).
   // Default: WEFT_TRANSPORT, else "auto".
   std::string transport;
 };
@@ -106,9 +107,21 @@ class Communicator {
   // is unusable afterwards (destroy it; new communicators can still be created).
   void Abort();
 
+  // Writes this rank's flight recorder (the last operations: what, when, how they ended) as
+  // JSON and returns the file's path. Also written on its own when an operation fails or times
+  // out, when another rank fails, and on SIGUSR1. tools/weft-trace merges the ranks' files;
+  // docs/TROUBLESHOOTING.md describes them.
+  absl::StatusOr<std::string> DumpFlightRecorder(const std::string& reason = "requested") const;
+
   // The algorithm the communicator would use for a collective of this size (for benchmarks and
   // WEFT_DEBUG output): e.g. "ring", "shm_direct".
   std::string AlgorithmFor(const std::string& collective, size_t bytes) const;
+  // The tuner's predicted seconds for that algorithm (negative when it cannot price it), and one
+  // line with every candidate's prediction and where the model's numbers came from, for
+  // benchmarks that print predicted against measured times. `bytes` as for AlgorithmFor: the
+  // buffer of all_reduce, broadcast and reduce, all ranks' blocks of the others.
+  double PredictedSeconds(const std::string& collective, size_t bytes) const;
+  std::string ExplainAlgorithm(const std::string& collective, size_t bytes) const;
 
  private:
   friend class CommunicatorFactory;
