@@ -1,10 +1,9 @@
 #include "nccl_format.h"
 
-#include "perf/table.h"
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "perf/table.h"
 
 namespace weft::peers {
 namespace {
@@ -103,9 +102,9 @@ std::string TableRow(Collective collective, const Geometry& geometry, DataType t
   const bool reduces =
       collective == Collective::kAllReduce || collective == Collective::kReduceScatter;
   const int root = collective == Collective::kBroadcast ? 0 : -1;
-  std::string row = perf::RowPreamble(static_cast<int64_t>(geometry.bytes),
-                                      static_cast<int64_t>(geometry.count), Name(type),
-                                      reduces ? Name(op) : "none", root);
+  std::string row =
+      perf::RowPreamble(static_cast<int64_t>(geometry.bytes), static_cast<int64_t>(geometry.count),
+                        Name(type), reduces ? Name(op) : "none", root);
   for (const HalfRow* half : {&out_of_place, &in_place}) {
     const double algbw = half->seconds > 0 ? geometry.bytes / half->seconds / 1e9 : 0;
     const double busbw = BusBandwidth(collective, geometry, ranks, half->seconds);

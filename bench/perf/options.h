@@ -37,8 +37,8 @@ struct Options {
   // -R: 1 or 2 allocates the buffers with weft::AllocShared, as nccl-tests registers them with
   // NCCL, so that same-host peers read them in place.
   int local_register = 0;
-  std::string output_file;      // -J: JSON report (rank 0 writes it)
-  std::string algorithm;        // -A: CommOptions::algorithm (else WEFT_ALGO)
+  std::string output_file;  // -J: JSON report (rank 0 writes it)
+  std::string algorithm;    // -A: CommOptions::algorithm (else WEFT_ALGO)
   // --inject_errors N, a debugging aid: after each check operation, every checking rank flips
   // one bit in the first N elements it received, which proves that wrong values reach #wrong,
   // the footer, the JSON report and the exit status (e.g. when validating a CI pipeline).

@@ -16,8 +16,8 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "deadline.h"
-#include "shared_buffers.h"
 #include "node_layout.h"
+#include "shared_buffers.h"
 #include "transport/link.h"
 #include "transport/shm/arena.h"
 

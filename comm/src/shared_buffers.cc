@@ -105,8 +105,9 @@ absl::StatusOr<std::byte*> PeerBufferMaps::Map(pid_t pid, const SharedLocation& 
     const std::string map_error = base == MAP_FAILED ? Errno("mmap") : "";
     close(fd);
     if (base == MAP_FAILED) return absl::UnavailableError(map_error);
-    it = maps_.emplace(std::make_pair(pid, where.id),
-                       Mapping{static_cast<std::byte*>(base), where.bytes})
+    it = maps_
+             .emplace(std::make_pair(pid, where.id),
+                      Mapping{static_cast<std::byte*>(base), where.bytes})
              .first;
   }
   return it->second.base + where.offset;

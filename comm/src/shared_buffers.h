@@ -20,8 +20,8 @@ namespace weft {
 
 // Where a byte range lies inside a shared buffer, as its owner describes it to peers.
 struct SharedLocation {
-  uint64_t id = 0;  // 0: not in a shared buffer
-  int32_t fd = -1;  // the owner's descriptor of the buffer
+  uint64_t id = 0;     // 0: not in a shared buffer
+  int32_t fd = -1;     // the owner's descriptor of the buffer
   uint64_t bytes = 0;  // the buffer's size
   uint64_t offset = 0;
 };

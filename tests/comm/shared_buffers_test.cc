@@ -45,7 +45,8 @@ TEST(SharedBuffers, AnotherProcessMapsAndSeesTheSameBytes) {
     // The child's own copy of the registry does not matter: it maps through the owner's fd.
     PeerBufferMaps maps;
     absl::StatusOr<std::byte*> mapped = maps.Map(owner, where);
-    bool ok = mapped.ok() && std::strcmp(reinterpret_cast<char*>(*mapped), "written by the owner") == 0;
+    bool ok =
+        mapped.ok() && std::strcmp(reinterpret_cast<char*>(*mapped), "written by the owner") == 0;
     if (ok) std::strcpy(reinterpret_cast<char*>(*mapped), "answered");
     const char verdict = ok ? 'y' : 'n';
     _exit(write(to_owner[1], &verdict, 1) == 1 ? 0 : 1);

@@ -20,7 +20,9 @@ std::byte* ArenaRounds::Header(int r, uint64_t round) const {
   return arena_.area(r) + (round % 2) * (kHeaderBytes + kHalfBytes);
 }
 
-std::byte* ArenaRounds::Half(int r, uint64_t round) const { return Header(r, round) + kHeaderBytes; }
+std::byte* ArenaRounds::Half(int r, uint64_t round) const {
+  return Header(r, round) + kHeaderBytes;
+}
 
 absl::Status ArenaRounds::WaitAll(int counter, uint64_t value) const {
   for (int j = 0; j < arena_.local_size(); ++j) {
@@ -82,9 +84,9 @@ absl::Status ArenaRounds::CompareEnvelope(int r, const std::byte* published) con
   std::memcpy(&theirs, published, sizeof(theirs));
   const Envelope& mine = peers_.envelope();
   if (theirs == mine) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "mismatched collective: rank ", arena_.global_rank(r), " called ", DescribeEnvelope(theirs),
-      " while this rank called ", DescribeEnvelope(mine)));
+  return absl::FailedPreconditionError(
+      absl::StrCat("mismatched collective: rank ", arena_.global_rank(r), " called ",
+                   DescribeEnvelope(theirs), " while this rank called ", DescribeEnvelope(mine)));
 }
 
 absl::Status ArenaRounds::CheckAllFingerprints(uint64_t round) const {

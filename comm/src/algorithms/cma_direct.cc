@@ -80,8 +80,8 @@ absl::Status CmaDirect::Resolve() {
     std::memcpy(&theirs, rounds_.Half(j, round_), sizeof(theirs));
     send_[j] = Remote{nullptr, theirs.send};
     recv_[j] = Remote{nullptr, theirs.recv};
-    for (auto [where, remote] : {std::pair{&theirs.shared_send, &send_[j]},
-                                 std::pair{&theirs.shared_recv, &recv_[j]}}) {
+    for (auto [where, remote] :
+         {std::pair{&theirs.shared_send, &send_[j]}, std::pair{&theirs.shared_recv, &recv_[j]}}) {
       if (where->id == 0) continue;
       absl::StatusOr<std::byte*> mapped = peers_.peer_buffers().Map(arena_.pid(j), *where);
       if (!mapped.ok()) {

@@ -156,18 +156,20 @@ absl::Status ShmDirect::Broadcast() {
   const auto* send = static_cast<const std::byte*>(args_.send);
   auto* recv = static_cast<std::byte*>(args_.recv);
   if (is_root && send != recv) std::memcpy(recv, send, args_.count * es);
-  return ForEachRound(
-      args_.count, kHalfBytes / es, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
-        if (is_root) {
-          std::memcpy(mine, recv + offset * es, n * es);
-          arena_.Publish(kCopiedIn, round);
-          return absl::OkStatus();
-        }
-        if (absl::Status s = rounds_.WaitFor(root, kCopiedIn, round); !s.ok()) return s;
-        if (absl::Status s = rounds_.CheckFingerprint(root, round); !s.ok()) return s;
-        std::memcpy(recv + offset * es, rounds_.Half(root, round), n * es);
-        return absl::OkStatus();
-      });
+  return ForEachRound(args_.count, kHalfBytes / es,
+                      [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
+                        if (is_root) {
+                          std::memcpy(mine, recv + offset * es, n * es);
+                          arena_.Publish(kCopiedIn, round);
+                          return absl::OkStatus();
+                        }
+                        if (absl::Status s = rounds_.WaitFor(root, kCopiedIn, round); !s.ok())
+                          return s;
+                        if (absl::Status s = rounds_.CheckFingerprint(root, round); !s.ok())
+                          return s;
+                        std::memcpy(recv + offset * es, rounds_.Half(root, round), n * es);
+                        return absl::OkStatus();
+                      });
 }
 
 absl::Status ShmDirect::Reduce() {

@@ -289,8 +289,8 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
     if (!plan.empty()) {
       model.set_source(cache.empty() ? "measured" : absl::StrCat("measured, cached in ", cache));
       if (DebugEnabled(DebugLevel::kInfo)) {
-        DebugLog(DebugLevel::kInfo, absl::StrCat("rank 0: tuner calibrated ", plan.Encode(),
-                                                 " in ", Since(start) * 1e3, " ms"));
+        DebugLog(DebugLevel::kInfo, absl::StrCat("rank 0: tuner calibrated ", plan.Encode(), " in ",
+                                                 Since(start) * 1e3, " ms"));
       }
       if (!cache.empty()) {
         if (absl::Status s = WriteFileAtomically(cache, model.Format()); !s.ok()) {

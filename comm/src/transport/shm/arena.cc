@@ -213,8 +213,8 @@ absl::StatusOr<std::unique_ptr<ShmArena>> ShmArena::Create(Store& store,
     arena->pids_[r] = Entries(arena->segment_.data())[r].pid.load(std::memory_order_acquire);
   }
   if (absl::Status s = arena->AgreeOnRemoteReads(store, key, deadline); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(who, ": shared-memory arena ", name, ": ",
-                                               s.message()));
+    return absl::Status(s.code(),
+                        absl::StrCat(who, ": shared-memory arena ", name, ": ", s.message()));
   }
   return arena;
 }
@@ -233,8 +233,7 @@ absl::Status ShmArena::AgreeOnRemoteReads(Store& store, const std::string& key,
   }
   remote_read_ = true;
   for (int r = 0; r < local_size_; ++r) {
-    absl::StatusOr<std::string> theirs =
-        store.Get(absl::StrCat(key, "/remote_read/", r), deadline);
+    absl::StatusOr<std::string> theirs = store.Get(absl::StrCat(key, "/remote_read/", r), deadline);
     if (!theirs.ok()) return theirs.status();
     remote_read_ = remote_read_ && *theirs == "1";
   }
