@@ -92,7 +92,9 @@ absl::StatusOr<std::unique_ptr<FaultWatch>> FaultWatch::Start(std::shared_ptr<St
   InstallDumpSignal();
   std::unique_ptr<FaultWatch> watch(new FaultWatch(std::move(store), std::move(watch_store), rank,
                                                    std::move(processes), std::move(callbacks)));
-  watch->thread_ = std::thread([raw = watch.get()] { raw->Loop(); });
+  // Counted here, not when the thread gets going: a SIGUSR1 raised in between must still dump.
+  const uint64_t signals_seen = DumpSignalCount();
+  watch->thread_ = std::thread([raw = watch.get(), signals_seen] { raw->Loop(signals_seen); });
   return watch;
 }
 
@@ -108,9 +110,8 @@ FaultWatch::~FaultWatch() {
   if (thread_.joinable()) thread_.join();
 }
 
-void FaultWatch::Loop() {
+void FaultWatch::Loop(uint64_t signals_seen) {
   const std::string key = absl::StrCat("fault/", rank_);
-  uint64_t signals_seen = DumpSignalCount();
   bool listening = true;  // until a report arrived or the store became unreachable
   while (!stopping_.load()) {
     if (listening) {

@@ -95,7 +95,8 @@ class FaultWatch {
  private:
   FaultWatch(std::shared_ptr<Store> store, std::shared_ptr<Store> watch_store, int rank,
              std::vector<RankProcess> processes, Callbacks callbacks);
-  void Loop();
+  // `signals_seen`: SIGUSR1s counted before the watch began; each later one dumps.
+  void Loop(uint64_t signals_seen);
 
   const std::shared_ptr<Store> store_;
   const std::shared_ptr<Store> watch_store_;
