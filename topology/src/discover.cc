@@ -15,7 +15,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -49,14 +48,33 @@ CpuList ReadCpuListFile(const fs::path& path) {
 
 // The PCI device an interface's sysfs device path leads through, e.g. "0000:00:03.0" for
 // /sys/devices/pci0000:00/0000:00:03.0/virtio0; "" when there is none.
+// Whether `name` is a PCI address "dddd:bb:dd.f" (lower-case hex, function 0-7).
+bool IsPciBusId(const std::string& name) {
+  static constexpr char kShape[] = "xxxx:xx:xx.f";
+  if (name.size() != sizeof(kShape) - 1) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    switch (kShape[i]) {
+      case 'x':
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+        break;
+      case 'f':
+        if (c < '0' || c > '7') return false;
+        break;
+      default:
+        if (c != kShape[i]) return false;
+    }
+  }
+  return true;
+}
+
 std::string PciBusIdOf(const fs::path& device_link) {
   std::error_code error;
   const fs::path real = fs::canonical(device_link, error);
   if (error) return "";
-  static const std::regex kBusId("[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]");
   std::string found;
   for (const fs::path& part : real) {
-    if (std::regex_match(part.string(), kBusId)) found = part.string();
+    if (IsPciBusId(part.string())) found = part.string();
   }
   return found;
 }
