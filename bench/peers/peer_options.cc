@@ -2,40 +2,21 @@
 
 #include <getopt.h>
 
+#include <optional>
+
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "perf/byte_size.h"
 
 namespace weft::peers {
 namespace {
 
-// "8", "1K", "128M", "1.5G": binary multiples, as nccl-tests reads them.
 bool ParseSize(absl::string_view text, size_t* out) {
-  double scale = 1;
-  if (!text.empty()) {
-    switch (text.back()) {
-      case 'K':
-      case 'k':
-        scale = 1 << 10;
-        break;
-      case 'M':
-      case 'm':
-        scale = 1 << 20;
-        break;
-      case 'G':
-      case 'g':
-        scale = double(1 << 30);
-        break;
-      default:
-        break;
-    }
-    if (scale != 1) text.remove_suffix(1);
-  }
-  double value = 0;
-  if (!absl::SimpleAtod(text, &value) || value < 0) return false;
-  *out = static_cast<size_t>(value * scale);
-  return true;
+  std::optional<size_t> size = perf::ParseByteSize(text);
+  if (size) *out = *size;
+  return size.has_value();
 }
 
 bool ParseInt(const char* text, int min, int max, int* out) {

@@ -10,6 +10,7 @@ class AllReduce final : public Collective {
   OpColumn op_column() const override { return OpColumn::kOperator; }
   bool reduces() const override { return true; }
   bool rooted() const override { return false; }
+  const char* tuned_name() const override { return "all_reduce"; }
 
   Layout GetLayout(size_t count, size_t, int) const override {
     return {.send_count = count, .recv_count = count, .param_count = count};

@@ -10,6 +10,7 @@ class AllToAll final : public Collective {
   OpColumn op_column() const override { return OpColumn::kNone; }
   bool reduces() const override { return false; }
   bool rooted() const override { return false; }
+  const char* tuned_name() const override { return "all_to_all"; }
 
   // In place, send and receive are the same buffer. nccl-tests leaves that result unchecked
   // (N/A); Weft defines it, so it is checked.
@@ -17,7 +18,7 @@ class AllToAll final : public Collective {
     const size_t block = PerRankCount(count, element_size, ranks);
     return {.send_count = block * ranks, .recv_count = block * ranks, .param_count = block};
   }
-  double BusFactor(int ranks) const override { return static_cast<double>(ranks - 1) / ranks; }
+  double BusFactor(int ranks) const override { return OnePassBusFactor(ranks); }
 
   size_t InputCount(const Layout& layout, int, int) const override { return layout.send_count; }
   std::vector<Block> Expected(const Layout& layout, int rank, int ranks, int) const override {

@@ -165,6 +165,7 @@ absl::Status Benchmark::TimeTest(DataType type, ReduceOp op, int root) {
       report_.BeginRow(static_cast<int64_t>(out_of_place.bytes),
                        static_cast<int64_t>(out_of_place.layout.param_count), Name(type), redop,
                        root);
+      const std::optional<Prediction> prediction = Predict(out_of_place);
       for (bool in_place : {false, true}) {
         const Case c = MakeCase(size, type, op, root, in_place);
         Measurement m{.cycle = cycle,
@@ -174,7 +175,8 @@ absl::Status Benchmark::TimeTest(DataType type, ReduceOp op, int root) {
                       .redop = redop,
                       .root = root,
                       .in_place = in_place,
-                      .wrong = std::nullopt};
+                      .wrong = std::nullopt,
+                      .prediction = prediction};
         if (absl::Status s = BenchTime(c, &m); !s.ok()) {
           return Annotate(s, absl::StrCat(c.bytes, " B ", Name(type), " ", redop, " root ", root,
                                           in_place ? " in-place" : " out-of-place"));
@@ -231,12 +233,31 @@ absl::Status Benchmark::BenchTime(const Case& c, Measurement* out) {
   out->algbw = static_cast<double>(c.bytes) / 1e9 / *seconds;
   out->busbw = out->algbw * collective_.BusFactor(ranks_);
   out->time_us = (options_.report_cputime ? issue_seconds : *seconds) * 1e6;
+  if (out->prediction.has_value() && out->prediction->predicted_us.has_value()) {
+    out->prediction->measured_over_predicted = *seconds * 1e6 / *out->prediction->predicted_us;
+  }
   if (absl::Status s = Barrier(); !s.ok()) return s;
 
   absl::StatusOr<std::optional<int64_t>> wrong = Check(c);
   if (!wrong.ok()) return wrong.status();
   out->wrong = *wrong;
   return absl::OkStatus();
+}
+
+std::optional<Prediction> Benchmark::Predict(const Case& c) const {
+  if (!options_.predicted) return std::nullopt;
+  Prediction prediction;
+  const char* collective = collective_.tuned_name();
+  if (collective == nullptr) {
+    prediction.algorithm = "p2p";
+  } else if (c.layout.param_count == 0) {
+    prediction.algorithm = "none";
+  } else {
+    prediction.algorithm = comm_.AlgorithmFor(collective, c.bytes);
+    const double seconds = comm_.PredictedSeconds(collective, c.bytes);
+    if (seconds > 0) prediction.predicted_us = seconds * 1e6;
+  }
+  return prediction;
 }
 
 Benchmark::Pointers Benchmark::At(const Case& c, int iter) const {

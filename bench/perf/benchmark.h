@@ -8,6 +8,9 @@
 //       time = elapsed / (n m), combined across ranks by -a; barrier
 //       -c checks: fresh inputs (a new seed), one operation, compare bit for bit, sum over ranks
 //
+// With -P each size also asks the communicator which algorithm it runs and what the tuner
+// predicts for it (Communicator::AlgorithmFor, PredictedSeconds), for the row's extra columns.
+//
 // Timed iteration i works at offset (i mod (max size / size)) x size into buffers of the largest
 // size, so consecutive operations do not reuse the same cache lines; checks use offset 0, so the
 // timed iterations cannot affect them.
@@ -55,6 +58,8 @@ class Benchmark {
 
   absl::Status TimeTest(DataType type, ReduceOp op, int root);
   absl::Status BenchTime(const Case& c, Measurement* out);
+  // -P's algorithm and predicted time for the case (without the measured ratio); empty without -P.
+  std::optional<Prediction> Predict(const Case& c) const;
   // Where iteration `iter` sends from and receives into.
   Pointers At(const Case& c, int iter) const;
   // Issues the operation of iteration `iter`; with -z waits for it (and with -z 1 barriers) unless

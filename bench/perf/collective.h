@@ -59,6 +59,9 @@ class Collective {
   virtual bool checks_in_place() const { return true; }
   // Point-to-point tools aggregate -m operations inside one group, as nccl-tests does.
   virtual bool grouped() const { return false; }
+  // The communicator's name for the collective (Communicator::AlgorithmFor, PredictedSeconds),
+  // or nullptr for tools built from point-to-point groups, which no tuner chooses for.
+  virtual const char* tuned_name() const { return nullptr; }
 
   // `count` = size / element size.
   virtual Layout GetLayout(size_t count, size_t element_size, int ranks) const = 0;
@@ -87,5 +90,38 @@ inline size_t PerRankCount(size_t count, size_t element_size, int ranks) {
   const size_t granule = 16 / element_size;
   return per_rank - per_rank % granule;
 }
+
+// all_gather and gather: the size is the whole receive buffer of one block per rank; in place,
+// each rank sends its own block of it.
+inline Layout GatheredLayout(size_t count, size_t element_size, int ranks) {
+  const size_t block = PerRankCount(count, element_size, ranks);
+  return {.send_count = block,
+          .recv_count = block * static_cast<size_t>(ranks),
+          .param_count = block,
+          .send_in_place_offset = block};
+}
+
+// reduce_scatter and scatter: the size is the whole send buffer of one block per rank; in place,
+// each rank's result is its own block of it.
+inline Layout ScatteredLayout(size_t count, size_t element_size, int ranks) {
+  const size_t block = PerRankCount(count, element_size, ranks);
+  return {.send_count = block * static_cast<size_t>(ranks),
+          .recv_count = block,
+          .param_count = block,
+          .recv_in_place_offset = block};
+}
+
+// Block r of the receive buffer holds rank r's first `block` input elements (all_gather, gather).
+inline std::vector<Block> BlocksInRankOrder(size_t block, int ranks) {
+  std::vector<Block> blocks;
+  for (int r = 0; r < ranks; ++r) {
+    blocks.push_back(
+        {.recv_offset = static_cast<size_t>(r) * block, .count = block, .source_rank = r});
+  }
+  return blocks;
+}
+
+// (n-1)/n: every rank's link carries all blocks but its own, once.
+inline double OnePassBusFactor(int ranks) { return static_cast<double>(ranks - 1) / ranks; }
 
 }  // namespace weft::perf

@@ -8,41 +8,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "json_quote.h"
 
 namespace weft::perf {
 namespace {
-
-std::string Quote(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string Number(double value) {
   if (!std::isfinite(value)) return "null";
   return absl::StrFormat("%.10g", value);
 }
+
+std::string Number(std::optional<double> value) { return value ? Number(*value) : "null"; }
 
 std::string Bool(bool value) { return value ? "true" : "false"; }
 
@@ -86,57 +62,65 @@ JsonReport::~JsonReport() {
 
 void JsonReport::SetRun(const Options& o, const std::string& program, int ranks) {
   std::vector<std::string> args;
-  for (const std::string& arg : o.args) args.push_back(Quote(arg));
+  for (const std::string& arg : o.args) args.push_back(JsonQuote(arg));
   const std::string step = o.step_factor > 1 ? absl::StrCat("\"step_factor\": ", o.step_factor)
                                              : absl::StrCat("\"step_bytes\": ", o.step_bytes);
   run_ = absl::StrCat(
-      "  \"program\": ", Quote(program), ",\n  \"weft_version\": ", Quote(WEFT_VERSION_STRING),
-      ",\n  \"start_time\": ", Quote(start_time_), ",\n  \"args\": [", absl::StrJoin(args, ", "),
-      "],\n  \"config\": {\"ranks\": ", ranks, ", \"minimum_bytes\": ", o.min_bytes,
-      ", \"maximum_bytes\": ", o.max_bytes, ", ", step, ", \"warmup_iters\": ", o.warmup_iters,
-      ", \"iterations\": ", o.iters, ", \"aggregated_iterations\": ", o.agg_iters,
-      ", \"run_cycles\": ", o.run_cycles, ", \"validation\": ", o.check,
-      ", \"blocking\": ", o.blocking, ", \"average\": ", o.average,
+      "  \"program\": ", JsonQuote(program),
+      ",\n  \"weft_version\": ", JsonQuote(WEFT_VERSION_STRING),
+      ",\n  \"start_time\": ", JsonQuote(start_time_), ",\n  \"args\": [",
+      absl::StrJoin(args, ", "), "],\n  \"config\": {\"ranks\": ", ranks,
+      ", \"minimum_bytes\": ", o.min_bytes, ", \"maximum_bytes\": ", o.max_bytes, ", ", step,
+      ", \"warmup_iters\": ", o.warmup_iters, ", \"iterations\": ", o.iters,
+      ", \"aggregated_iterations\": ", o.agg_iters, ", \"run_cycles\": ", o.run_cycles,
+      ", \"validation\": ", o.check, ", \"blocking\": ", o.blocking, ", \"average\": ", o.average,
       ", \"report_cputime\": ", Bool(o.report_cputime), ", \"unalign\": ", o.unalign,
-      ", \"timeout_s\": ", o.timeout_s, ", \"algorithm\": ", Quote(o.algorithm),
-      ", \"inject_errors\": ", o.inject_errors, "}");
+      ", \"timeout_s\": ", o.timeout_s, ", \"algorithm\": ", JsonQuote(o.algorithm),
+      ", \"inject_errors\": ", o.inject_errors, ", \"predicted\": ", Bool(o.predicted), "}");
 }
 
 void JsonReport::SetDevices(const std::vector<RankInfo>& devices) {
   devices_.clear();
   for (const RankInfo& d : devices) {
-    AppendMember(&devices_,
-                 absl::StrCat("{\"rank\": ", d.rank, ", \"group\": 0, \"pid\": ", d.pid,
-                              ", \"hostname\": ", Quote(d.hostname), ", \"device\": ", d.local_rank,
-                              ", \"device_info\": ", Quote(d.device), "}"));
+    AppendMember(&devices_, absl::StrCat("{\"rank\": ", d.rank, ", \"group\": 0, \"pid\": ", d.pid,
+                                         ", \"hostname\": ", JsonQuote(d.hostname),
+                                         ", \"device\": ", d.local_rank,
+                                         ", \"device_info\": ", JsonQuote(d.device), "}"));
   }
 }
 
 void JsonReport::Add(const Measurement& m) {
+  std::string prediction;
+  if (m.prediction.has_value()) {
+    const Prediction& p = *m.prediction;
+    prediction = absl::StrCat(", \"algorithm\": ", JsonQuote(p.algorithm),
+                              ", \"predicted_us\": ", Number(p.predicted_us),
+                              ", \"measured_over_predicted\": ", Number(p.measured_over_predicted));
+  }
   AppendMember(
       &results_,
       absl::StrCat("{\"cycle\": ", m.cycle, ", \"size\": ", m.bytes, ", \"count\": ", m.count,
-                   ", \"type\": ", Quote(m.type), ", \"redop\": ", Quote(m.redop), ", \"root\": ",
-                   m.root, ", \"placement\": ", Quote(m.in_place ? "in-place" : "out-of-place"),
+                   ", \"type\": ", JsonQuote(m.type), ", \"redop\": ", JsonQuote(m.redop),
+                   ", \"root\": ", m.root,
+                   ", \"placement\": ", JsonQuote(m.in_place ? "in-place" : "out-of-place"),
                    ", \"time_us\": ", Number(m.time_us), ", \"algbw\": ", Number(m.algbw),
-                   ", \"busbw\": ", Number(m.busbw),
-                   ", \"wrong\": ", m.wrong.has_value() ? absl::StrCat(*m.wrong) : "null", "}"));
+                   ", \"busbw\": ", Number(m.busbw), ", \"wrong\": ",
+                   m.wrong.has_value() ? absl::StrCat(*m.wrong) : "null", prediction, "}"));
 }
 
 absl::Status JsonReport::Finish(int out_of_bounds, double average_busbw,
                                 std::optional<double> min_bw, bool bandwidth_ok,
                                 const std::vector<std::string>& errors) {
   std::vector<std::string> quoted;
-  for (const std::string& e : errors) quoted.push_back(Quote(e));
-  const std::string document =
-      absl::StrCat("{\n  \"version\": 1,\n", run_, ",\n  \"devices\": [\n    ", devices_,
-                   "\n  ],\n  \"results\": [\n    ", results_,
-                   "\n  ],\n  \"out_of_bounds\": {\"count\": ", out_of_bounds,
-                   ", \"okay\": ", Bool(out_of_bounds == 0),
-                   "},\n  \"average_bus_bandwidth\": {\"bandwidth\": ", Number(average_busbw),
-                   ", \"minimum\": ", min_bw ? Number(*min_bw) : "null",
-                   ", \"okay\": ", Bool(bandwidth_ok), "},\n  \"errors\": [",
-                   absl::StrJoin(quoted, ", "), "],\n  \"end_time\": ", Quote(Now()), "\n}\n");
+  for (const std::string& e : errors) quoted.push_back(JsonQuote(e));
+  const std::string document = absl::StrCat(
+      "{\n  \"version\": 1,\n", run_, ",\n  \"devices\": [\n    ", devices_,
+      "\n  ],\n  \"results\": [\n    ", results_,
+      "\n  ],\n  \"out_of_bounds\": {\"count\": ", out_of_bounds,
+      ", \"okay\": ", Bool(out_of_bounds == 0),
+      "},\n  \"average_bus_bandwidth\": {\"bandwidth\": ", Number(average_busbw),
+      ", \"minimum\": ", Number(min_bw), ", \"okay\": ", Bool(bandwidth_ok), "},\n  \"errors\": [",
+      absl::StrJoin(quoted, ", "), "],\n  \"end_time\": ", JsonQuote(Now()), "\n}\n");
   const bool written = std::fwrite(document.data(), 1, document.size(), file_) == document.size();
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;

@@ -11,7 +11,7 @@
 //       "step_factor": 4 | "step_bytes": 1048576,      (whichever -f / -i chose)
 //       "warmup_iters": 1, "iterations": 20, "aggregated_iterations": 1, "run_cycles": 1,
 //       "validation": 1, "blocking": 0, "average": 1, "report_cputime": false, "unalign": 0,
-//       "timeout_s": 0, "algorithm": "", "inject_errors": 0
+//       "timeout_s": 0, "algorithm": "", "inject_errors": 0, "predicted": false
 //     },
 //     "devices": [ {"rank": 0, "group": 0, "pid": 123, "hostname": "node1", "device": 0,
 //                   "device_info": "Intel(R) Xeon(R) ..."}, ... ],
@@ -19,7 +19,10 @@
 //       {"cycle": 1, "size": 8, "count": 2, "type": "float", "redop": "sum", "root": -1,
 //        "placement": "out-of-place" | "in-place",
 //        "time_us": 7.5, "algbw": 0.001, "busbw": 0.002,   (time_us is the -C time with -C)
-//        "wrong": 0 | null},                              (null: not checked, the table's N/A)
+//        "wrong": 0 | null,                               (null: not checked, the table's N/A)
+//        "algorithm": "shm_direct",                       (these three with -P only: the
+//        "predicted_us": 1.2 | null,                       table's -P columns, exact; null
+//        "measured_over_predicted": 1.1 | null},           where the table shows N/A)
 //       ...
 //     ],
 //     "out_of_bounds": {"count": 0, "okay": true},

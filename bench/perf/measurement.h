@@ -7,6 +7,16 @@
 
 namespace weft::perf {
 
+// -P: what carried the operation, and how its time compares with the tuner's alpha-beta model.
+struct Prediction {
+  // The algorithm the communicator ran (the tuner's choice, or the one -A / WEFT_ALGO forced);
+  // "p2p" for tools built from point-to-point groups, "none" when the size left nothing to run.
+  std::string algorithm;
+  std::optional<double> predicted_us;  // empty when the tuner cannot price the algorithm
+  // The measured time per operation (-a's combination, never -C's issue time) / predicted_us.
+  std::optional<double> measured_over_predicted;
+};
+
 struct Measurement {
   int cycle = 1;  // -N: which pass over the sizes, from 1
   int64_t bytes = 0;
@@ -18,7 +28,8 @@ struct Measurement {
   double time_us = 0;  // per operation; the time to issue them with -C
   double algbw = 0;    // GB/s (1e9 bytes per second)
   double busbw = 0;
-  std::optional<int64_t> wrong;  // summed over ranks; empty when not checked
+  std::optional<int64_t> wrong;          // summed over ranks; empty when not checked
+  std::optional<Prediction> prediction;  // only with -P
 };
 
 }  // namespace weft::perf

@@ -2,14 +2,13 @@
 
 #include <getopt.h>
 
-#include <cmath>
 #include <optional>
 #include <string_view>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "perf/byte_size.h"
 
 namespace weft::perf {
 namespace {
@@ -21,32 +20,10 @@ absl::Status Invalid(char flag, absl::string_view value, absl::string_view want)
       absl::StrCat("-", std::string(1, flag), " '", value, "': expected ", want));
 }
 
-// "8", "1K", "128M", "1.5G": the suffix scales by powers of two, like nccl-tests' parsesize.
 absl::StatusOr<size_t> ParseSize(char flag, absl::string_view text) {
-  absl::string_view number = absl::StripAsciiWhitespace(text);
-  double scale = 1;
-  if (!number.empty()) {
-    switch (absl::ascii_toupper(number.back())) {
-      case 'K':
-        scale = 1 << 10;
-        break;
-      case 'M':
-        scale = 1 << 20;
-        break;
-      case 'G':
-        scale = 1 << 30;
-        break;
-      default:
-        break;
-    }
-    if (scale != 1) number = absl::StripAsciiWhitespace(number.substr(0, number.size() - 1));
-  }
-  double value = 0;
-  if (!absl::SimpleAtod(number, &value) || !std::isfinite(value) || value < 0 ||
-      value * scale > 9e18) {
-    return Invalid(flag, text, "a size in bytes, optionally with K, M or G");
-  }
-  return static_cast<size_t>(value * scale);
+  std::optional<size_t> size = ParseByteSize(text);
+  if (!size) return Invalid(flag, text, "a size in bytes, optionally with K, M or G");
+  return *size;
 }
 
 template <typename Int>
@@ -56,6 +33,13 @@ absl::StatusOr<Int> ParseInt(char flag, absl::string_view text, Int min, Int max
     return Invalid(flag, text, absl::StrCat("an integer from ", min, " to ", max));
   }
   return value;
+}
+
+// "0" or "1".
+absl::StatusOr<bool> ParseSwitch(char flag, absl::string_view text) {
+  absl::StatusOr<int> value = ParseInt<int>(flag, text, 0, 1);
+  if (!value.ok()) return value.status();
+  return *value != 0;
 }
 
 // nccl-tests' orders for "all".
@@ -130,6 +114,7 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
                                  {"local_register", required_argument, nullptr, 'R'},
                                  {"unalign", required_argument, nullptr, 'u'},
                                  {"algorithm", required_argument, nullptr, 'A'},
+                                 {"predicted", required_argument, nullptr, 'P'},
                                  {"inject_errors", required_argument, nullptr, kInjectErrors},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
@@ -140,8 +125,8 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
   opterr = 0;
   optind = 1;
   int c;
-  while ((c = getopt_long(argc, argv, ":t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:J:a:R:u:A:h", kLong,
-                          nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:J:a:R:u:A:P:h",
+                          kLong, nullptr)) != -1) {
     const absl::string_view arg = optarg != nullptr ? optarg : "";
     absl::Status status;
     const auto assign = [&status](auto parsed_value, auto* field) {
@@ -217,12 +202,9 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
       case 'T':
         assign(ParseInt<int>('T', arg, 0, 1 << 30), &o.timeout_s);
         break;
-      case 'C': {
-        int value = 0;
-        assign(ParseInt<int>('C', arg, 0, 1), &value);
-        o.report_cputime = value != 0;
+      case 'C':
+        assign(ParseSwitch('C', arg), &o.report_cputime);
         break;
-      }
       case 'J':
         o.output_file = std::string(arg);
         if (o.output_file.empty()) status = Invalid('J', arg, "a file name");
@@ -235,6 +217,9 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
         break;
       case 'A':
         o.algorithm = std::string(arg);
+        break;
+      case 'P':
+        assign(ParseSwitch('P', arg), &o.predicted);
         break;
       case kInjectErrors:
         if (!absl::SimpleAtoi(arg, &o.inject_errors) || o.inject_errors < 0) {
@@ -296,9 +281,12 @@ std::string Usage(const std::string& program) {
 	[-u,--unalign <elements>] misalign send and receive buffers (default 0)
 	[-J,--output_file <file.json>] JSON report, written by rank 0
 	[-A,--algorithm <name or collective=name,...>] Weft algorithm (default: WEFT_ALGO, else auto)
+	[-P,--predicted <0/1>] add columns: the algorithm that ran, the tuner's predicted time for
+	                       it and measured/predicted per half (default 0: nccl-tests' table)
 	[--inject_errors <n>] debugging: after each check, flip a bit in the first n received
 	                      elements on every checking rank, to see failures reported
-	[-t,--nthreads] [-g,--ngpus] [-p] [-y] [-G] [-R]: GPU/thread flags, accepted and ignored
+	[-R,--local_register <0/1/2>] 1 or 2: buffers from weft::AllocShared, read in place by peers
+	[-t,--nthreads] [-g,--ngpus] [-p] [-y] [-G]: GPU/thread flags, accepted and ignored
 	[-h,--help]
 Environment: NCCL_TESTS_MIN_BW=<GB/s> fails the run when the average bus bandwidth is below
 0.9 x that value; WEFT_* variables configure the communicator (docs/ARCHITECTURE.md).

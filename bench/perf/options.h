@@ -1,7 +1,7 @@
-// The *_perf command line: nccl-tests' flags, defaults and meanings, plus Weft's -A.
+// The *_perf command line: nccl-tests' flags, defaults and meanings, plus Weft's -A and -P.
 //
 // The project's nccl-tests contract (shared/specs/nccl-tests.md) lists what is mirrored. GPU-
-// and thread-specific flags (-t, -g, -p, -y, -G, -R) are accepted so that existing scripts run;
+// and thread-specific flags (-t, -g, -p, -y, -G) are accepted so that existing scripts run;
 // each process is one rank, so they select nothing (a value that would ask for more is reported
 // on stderr and ignored).
 #pragma once
@@ -39,6 +39,10 @@ struct Options {
   int local_register = 0;
   std::string output_file;  // -J: JSON report (rank 0 writes it)
   std::string algorithm;    // -A: CommOptions::algorithm (else WEFT_ALGO)
+  // -P 1: every row also shows the algorithm that ran, the tuner's predicted time for it and
+  // measured/predicted per half (columns after nccl-tests' own, so the default table stays
+  // theirs, character for character).
+  bool predicted = false;
   // --inject_errors N, a debugging aid: after each check operation, every checking rank flips
   // one bit in the first N elements it received, which proves that wrong values reach #wrong,
   // the footer, the JSON report and the exit status (e.g. when validating a CI pipeline).

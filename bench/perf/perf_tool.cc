@@ -117,7 +117,7 @@ class Tool {
     if (leader()) {
       std::printf("# Using devices\n");
       for (const RankInfo& info : *devices) std::printf("%s", DeviceLine(info).c_str());
-      std::printf("%s", ResultHeader(options_.report_cputime).c_str());
+      std::printf("%s", ResultHeader(options_.report_cputime, options_.predicted).c_str());
       if (json_ != nullptr) {
         json_->SetRun(options_, program_, comm_->size());
         json_->SetDevices(*devices);

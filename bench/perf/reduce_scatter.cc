@@ -10,16 +10,12 @@ class ReduceScatter final : public Collective {
   OpColumn op_column() const override { return OpColumn::kOperator; }
   bool reduces() const override { return true; }
   bool rooted() const override { return false; }
+  const char* tuned_name() const override { return "reduce_scatter"; }
 
-  // The size is the whole send buffer; in place, each rank's result is its block of it.
   Layout GetLayout(size_t count, size_t element_size, int ranks) const override {
-    const size_t block = PerRankCount(count, element_size, ranks);
-    return {.send_count = block * ranks,
-            .recv_count = block,
-            .param_count = block,
-            .recv_in_place_offset = block};
+    return ScatteredLayout(count, element_size, ranks);
   }
-  double BusFactor(int ranks) const override { return static_cast<double>(ranks - 1) / ranks; }
+  double BusFactor(int ranks) const override { return OnePassBusFactor(ranks); }
 
   size_t InputCount(const Layout& layout, int, int) const override { return layout.send_count; }
   std::vector<Block> Expected(const Layout& layout, int rank, int, int) const override {

@@ -4,6 +4,24 @@
 #include "absl/strings/str_format.h"
 
 namespace weft::perf {
+namespace {
+
+// nccl-tests' header lines are 118 characters of columns (plus a trailing space on the last two);
+// -P's columns continue from there.
+constexpr size_t kColumnsWidth = 118;
+constexpr char kPredictionCells[] = "  %12s  %7s  %6s  %6s";
+
+std::string WithPrediction(std::string line, const std::string& cells) {
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  line.resize(kColumnsWidth, ' ');
+  return absl::StrCat(line, cells, " ");
+}
+
+std::string NumberOrNa(std::optional<double> value, int width) {
+  return value.has_value() ? FormatNumber(*value, width) : "N/A";
+}
+
+}  // namespace
 
 std::string FormatNumber(double value, int width) {
   // Digits of the integer part; capped so infinities and huge values end the count.
@@ -16,22 +34,27 @@ std::string FormatNumber(double value, int width) {
   return absl::StrFormat("%*.0e", width, value);
 }
 
-std::string ResultHeader(bool cputime) {
+std::string ResultHeader(bool cputime, bool predicted) {
   const char* time = cputime ? "cputime" : "time";
-  std::string header = "#\n";
-  absl::StrAppendFormat(
-      &header,
-      "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place   "
-      "       \n",
-      "", "", "", "", "");
-  absl::StrAppendFormat(&header,
-                        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s \n",
-                        "size", "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong",
-                        time, "algbw", "busbw", "#wrong");
-  absl::StrAppendFormat(
-      &header, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s \n", "(B)",
-      "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-  return header;
+  std::string lines[3] = {
+      absl::StrFormat(
+          "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place   "
+          "       ",
+          "", "", "", "", ""),
+      absl::StrFormat("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s ",
+                      "size", "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong",
+                      time, "algbw", "busbw", "#wrong"),
+      absl::StrFormat("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s ", "(B)",
+                      "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+                      "(GB/s)", "")};
+  if (predicted) {
+    lines[0] = WithPrediction(
+        lines[0], absl::StrFormat("  %21s  %14s", "tuner's prediction", "measured/pred."));
+    lines[1] = WithPrediction(
+        lines[1], absl::StrFormat(kPredictionCells, "algorithm", "time", "out-pl", "in-pl"));
+    lines[2] = WithPrediction(lines[2], absl::StrFormat(kPredictionCells, "", "(us)", "", ""));
+  }
+  return absl::StrCat("#\n", lines[0], "\n", lines[1], "\n", lines[2], "\n");
 }
 
 std::string RowPreamble(int64_t bytes, int64_t count, const char* type, const char* redop,
@@ -48,6 +71,13 @@ std::string RowHalf(double time_us, double algbw, double busbw, std::optional<in
     absl::StrAppendFormat(&half, "  %6s", "N/A");
   }
   return half;
+}
+
+std::string RowPrediction(const std::string& algorithm, std::optional<double> predicted_us,
+                          std::optional<double> out_of_place_ratio,
+                          std::optional<double> in_place_ratio) {
+  return absl::StrFormat(kPredictionCells, algorithm, NumberOrNa(predicted_us, 7),
+                         NumberOrNa(out_of_place_ratio, 6), NumberOrNa(in_place_ratio, 6));
 }
 
 bool BandwidthOk(double average_busbw, double min_bw) { return average_busbw >= 0.9 * min_bw; }

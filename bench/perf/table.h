@@ -7,6 +7,10 @@
 //       33554432       8388608     float     sum      -1   195.40  171.72  300.51       0 ...
 //   # Out of bounds values : 0 OK
 //   # Avg bus bandwidth    : 39.7695
+//
+// With -P (Weft's own) each header line and row goes on with four columns: the algorithm that
+// ran, the tuner's predicted time for it, and measured/predicted for each half. Everything left
+// of them stays as nccl-tests prints it, so scripts that cut columns by position keep working.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +24,8 @@ namespace weft::perf {
 std::string FormatNumber(double value, int width);
 
 // The "#" line and the three column-header lines, each ending in '\n'. With `cputime` (-C) the
-// time columns are labelled "cputime".
-std::string ResultHeader(bool cputime);
+// time columns are labelled "cputime"; with `predicted` (-P) the -P columns follow.
+std::string ResultHeader(bool cputime, bool predicted = false);
 
 // "%12li  %12li  %8s  %6s  %6i": size, count, type, redop, root.
 std::string RowPreamble(int64_t bytes, int64_t count, const char* type, const char* redop,
@@ -29,6 +33,12 @@ std::string RowPreamble(int64_t bytes, int64_t count, const char* type, const ch
 
 // One half (out-of-place or in-place): "  %7s  %6s  %6s  %6g"; #wrong is "N/A" when unchecked.
 std::string RowHalf(double time_us, double algbw, double busbw, std::optional<int64_t> wrong);
+
+// -P's columns: "  %12s  %7s  %6s  %6s" (algorithm, predicted time in us, measured/predicted
+// out-of-place and in-place); N/A for what is unknown.
+std::string RowPrediction(const std::string& algorithm, std::optional<double> predicted_us,
+                          std::optional<double> out_of_place_ratio,
+                          std::optional<double> in_place_ratio);
 
 // From "# Out of bounds values" to the last "#" line. `min_bw` is NCCL_TESTS_MIN_BW when set:
 // then the bandwidth line ends in OK or FAILED.

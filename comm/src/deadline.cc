@@ -1,11 +1,19 @@
 #include "deadline.h"
 
+#include <time.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace weft {
+
+Deadline Deadline::InCoarse(absl::Duration timeout, const std::atomic<bool>* aborted) {
+  timespec now;
+  clock_gettime(CLOCK_REALTIME_COARSE, &now);
+  return Deadline(absl::TimeFromTimespec(now) + timeout, aborted);
+}
 
 absl::Status Deadline::Check(absl::string_view what) const {
   if (Aborted()) return absl::CancelledError(absl::StrCat(what, ": communicator aborted"));

@@ -20,6 +20,10 @@ class Deadline {
   static Deadline In(absl::Duration timeout, const std::atomic<bool>* aborted = nullptr) {
     return Deadline(absl::Now() + timeout, aborted);
   }
+  // Like In(), from a clock that costs a few nanoseconds to read but lags by up to a few
+  // milliseconds, so the deadline may come that much early: for the deadline of every operation,
+  // which a loop of small collectives sets millions of times a second.
+  static Deadline InCoarse(absl::Duration timeout, const std::atomic<bool>* aborted = nullptr);
   static Deadline At(absl::Time when, const std::atomic<bool>* aborted = nullptr) {
     return Deadline(when, aborted);
   }

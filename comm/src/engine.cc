@@ -1,5 +1,7 @@
 #include "engine.h"
 
+#include <optional>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backoff.h"
@@ -7,8 +9,12 @@
 namespace weft {
 namespace {
 
-// How long the progress thread leaves a fresh operation to a caller that may wait on it.
+// How long the caller must have left the communicator alone before the progress thread runs
+// what it queued. While the caller stays busy with it (a loop of blocking calls, a benchmark
+// issuing back to back), the progress thread looks twice as seldom each time, up to
+// kBusyPollMax: its wake-ups would take turns with the caller on the caller's core.
 constexpr absl::Duration kCallerGrace = absl::Microseconds(50);
+constexpr absl::Duration kBusyPollMax = absl::Milliseconds(1);
 // While operations keep coming, the progress thread looks at the queue this often...
 constexpr absl::Duration kActivePoll = absl::Microseconds(200);
 // ...and after this long without any, it sleeps until the next submission wakes it.
@@ -76,16 +82,22 @@ Work Engine::Submit(std::unique_ptr<Op> op, std::shared_ptr<internal::OpState> s
   if (state == nullptr) state = NewState();
   state->op = std::move(op);
   state->engine = weak_from_this();
-  state->submitted = absl::Now();
+  NoteCallerActivity();
   std::lock_guard<std::mutex> lock(mu_);
-  state->record = recorder_.Queued(state->op->Summarize(), absl::ToUnixNanos(state->submitted));
+  state->record = recorder_.Queued(state->op->Summarize(), absl::GetCurrentTimeNanos());
   if (aborted_.load()) {
     Complete(*state, absl::CancelledError(absl::StrCat(describe_rank_, ": ", state->op->Describe(),
                                                        ": communicator was aborted")));
     return Work(std::move(state));
   }
   queue_.push_back(state);
-  if (progress_idle_) wake_.notify_one();
+  queued_.fetch_add(1);
+  // Sequentially consistent with the progress thread's store of progress_idle_ and its load of
+  // queued_: either it sees this operation before sleeping or this sees it asleep.
+  if (progress_idle_.load()) {
+    std::lock_guard<std::mutex> sleep(sleep_mu_);
+    wake_.notify_one();
+  }
   return Work(std::move(state));
 }
 
@@ -109,7 +121,7 @@ void Engine::Execute(internal::OpState& state) {
     return;
   }
   recorder_.Started(state.record);
-  absl::Status status = state.op->Run(Deadline::In(op_timeout_, &stop_));
+  absl::Status status = state.op->Run(Deadline::InCoarse(op_timeout_, &stop_));
   if (status.ok()) {
     Complete(state, std::move(status));
   } else {
@@ -220,13 +232,14 @@ void Engine::RunQueued(const internal::OpState* until) {
       if (queue_.empty()) return;
       next = std::move(queue_.front());
       queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     Execute(*next);
   }
 }
 
 absl::Status Engine::WaitFor(internal::OpState& op, absl::Duration timeout) {
-  const absl::Time give_up = absl::Now() + timeout;
+  NoteCallerActivity();
   // Running inline is only allowed when the operation's own deadline ends it before the
   // caller's timeout would: otherwise a short Wait could not return on time.
   const bool may_run_inline = timeout >= op_timeout_;
@@ -238,13 +251,16 @@ absl::Status Engine::WaitFor(internal::OpState& op, absl::Duration timeout) {
     }
   } leave{may_run_inline ? &inline_waiters_ : nullptr};
   Backoff backoff;
+  // Read the clock only when running inline did not finish the operation: most waits do.
+  std::optional<absl::Time> give_up;
   while (!op.done.load(std::memory_order_acquire)) {
     if (may_run_inline && exec_mu_.try_lock()) {
       RunQueued(&op);
       exec_mu_.unlock();
       continue;
     }
-    if (absl::Now() >= give_up) {
+    if (!give_up) give_up = absl::Now() + timeout;
+    if (absl::Now() >= *give_up) {
       return absl::DeadlineExceededError(
           absl::StrCat(describe_rank_, ": Work::Wait timed out after ",
                        absl::FormatDuration(timeout), "; the operation is still running"));
@@ -261,7 +277,7 @@ void Engine::Abort() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     cancelled.swap(queue_);
-    wake_.notify_one();
+    queued_.store(0, std::memory_order_relaxed);
   }
   for (auto& state : cancelled) {
     Complete(*state, absl::CancelledError(absl::StrCat(describe_rank_, ": ", state->op->Describe(),
@@ -270,10 +286,9 @@ void Engine::Abort() {
 }
 
 void Engine::Shutdown() {
+  if (stopping_.exchange(true)) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;
-    stopping_ = true;
+    std::lock_guard<std::mutex> sleep(sleep_mu_);
     wake_.notify_one();
   }
   if (progress_thread_.joinable()) progress_thread_.join();
@@ -282,30 +297,34 @@ void Engine::Shutdown() {
 }
 
 void Engine::ProgressLoop() {
-  absl::Time last_activity = absl::Now();
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::Time last_work = absl::Now();
+  uint64_t caller_activity_seen = caller_activity_.load(std::memory_order_relaxed);
+  absl::Duration busy_poll = kCallerGrace;
+  std::unique_lock<std::mutex> lock(sleep_mu_);
   auto sleep_for = [&](absl::Duration d) { wake_.wait_for(lock, absl::ToChronoNanoseconds(d)); };
-  while (!stopping_) {
-    if (queue_.empty()) {
-      if (absl::Now() - last_activity > kIdleAfter) {
-        progress_idle_ = true;
-        wake_.wait(lock);
-        progress_idle_ = false;
+  while (!stopping_.load()) {
+    const absl::Time now = absl::Now();
+    if (queued_.load() == 0) {
+      busy_poll = kCallerGrace;
+      if (now - last_work > kIdleAfter) {
+        progress_idle_.store(true);
+        wake_.wait(lock, [&] { return stopping_.load() || queued_.load() > 0; });
+        progress_idle_.store(false);
       } else {
         sleep_for(kActivePoll);
       }
       continue;
     }
-    last_activity = absl::Now();
-    const absl::Duration age = last_activity - queue_.front()->submitted;
-    if (age < kCallerGrace) {
-      sleep_for(kCallerGrace - age);
+    last_work = now;
+    const uint64_t activity = caller_activity_.load(std::memory_order_relaxed);
+    if (activity != caller_activity_seen || inline_waiters_.load(std::memory_order_acquire) > 0) {
+      // The caller will run the queue when it waits.
+      caller_activity_seen = activity;
+      sleep_for(busy_poll);
+      busy_poll = std::min(2 * busy_poll, kBusyPollMax);
       continue;
     }
-    if (inline_waiters_.load(std::memory_order_acquire) > 0) {
-      sleep_for(kActivePoll);  // a caller is about to run the queue itself
-      continue;
-    }
+    busy_poll = kCallerGrace;
     lock.unlock();
     const bool ran = exec_mu_.try_lock();
     if (ran) {

@@ -4,8 +4,9 @@
 //  - a thread that waits on a Work runs the queue up to that operation itself (caller-runs), so a
 //    loop of small blocking collectives pays no thread hand-off;
 //  - the progress thread runs operations nobody is waiting on, so compute overlaps communication.
-// The progress thread lets a fresh operation sit for a short grace period before taking it,
-// because a caller that waits right away runs it with less latency.
+// The progress thread leaves the queue alone while the caller is busy with the communicator
+// (submitting or waiting within a short grace period): such a caller soon waits and runs the
+// operations itself, and a progress thread that took them would only trade the core with it.
 //
 // The first failure is sticky: later operations fail at once with a message that points to it,
 // since links are in an unknown state after a failed collective. Abort() cancels everything.
@@ -50,7 +51,6 @@ namespace internal {
 struct OpState {
   std::unique_ptr<Op> op;        // released once run
   std::weak_ptr<Engine> engine;  // for caller-runs; expired once the engine is gone
-  absl::Time submitted;
   uint64_t record = 0;  // FlightRecorder id
   std::atomic<bool> done{false};
   absl::Status status;  // written before `done` becomes true
@@ -125,18 +125,31 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const absl::Duration op_timeout_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> stop_{false};  // ends the running operation's waits: abort or a peer's fault
-  std::atomic<bool> failed_{false};
-  std::atomic<int> inline_waiters_{0};  // callers in WaitFor that may run the queue themselves  //
-                                        // sticky_error_ is set: spares the lock on the fast path
+  std::atomic<bool> failed_{false};  // sticky_error_ is set: spares the lock on the fast path
+  std::atomic<int> inline_waiters_{0};  // callers in WaitFor that may run the queue themselves
+  // Counts Submit and Wait calls: the progress thread stays away until it has seen no change
+  // for a grace period. A plain load and store (no read-modify-write) is enough: the value only
+  // has to change, and it costs the caller nothing.
+  std::atomic<uint64_t> caller_activity_{0};
+  void NoteCallerActivity() {
+    caller_activity_.store(caller_activity_.load(std::memory_order_relaxed) + 1,
+                           std::memory_order_relaxed);
+  }
 
   // std::mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer.
   std::mutex mu_;
   std::deque<std::shared_ptr<internal::OpState>> queue_;  // guarded by mu_
   absl::Status sticky_error_;                             // guarded by mu_
-  bool stopping_ = false;                                 // guarded by mu_
-  bool progress_idle_ = false;                            // guarded by mu_
   std::string peer_fault_;  // guarded by mu_: the first failure another rank reported
+  // queue_.size(), readable without mu_: the progress thread polls it without contending with
+  // the caller for mu_.
+  std::atomic<size_t> queued_{0};
+
+  // The progress thread sleeps on wake_ under its own mutex, for the same reason.
+  std::mutex sleep_mu_;
   std::condition_variable wake_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> progress_idle_{false};  // asleep until the next Submit
 
   std::mutex exec_mu_;  // held by the thread that is executing operations
   std::thread progress_thread_;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "flight_recorder.h"
 #include "log.h"
+#include "rank_list.h"
 #include "transport/shm/process_watch.h"
 #include "weft/topology/host.h"
 
@@ -24,18 +25,6 @@ namespace {
 constexpr absl::Duration kWatchRound = absl::Milliseconds(250);
 
 }  // namespace
-
-std::string RankList(const std::vector<int>& ranks) {
-  if (ranks.size() == 1) return absl::StrCat("rank ", ranks[0]);
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    parts.push_back(j == i ? absl::StrCat(ranks[i]) : absl::StrCat(ranks[i], "-", ranks[j]));
-    i = j + 1;
-  }
-  return absl::StrCat("ranks ", absl::StrJoin(parts, ", "));
-}
 
 std::string FormatRankProcess(const RankProcess& process) {
   return absl::StrCat(process.pid, "\t",
@@ -163,7 +152,7 @@ std::string FaultWatch::CompareCalls(uint64_t seq, const std::string& call,
   const std::string key = absl::StrCat("call/", seq, "/");
   if (!store_->Set(absl::StrCat(key, rank_), call).ok()) return "";
   const Deadline deadline = Deadline::In(wait);
-  std::map<std::string, std::vector<int>> calls;  // what was called -> by whom
+  std::map<std::string, std::vector<int64_t>> calls;  // what was called -> by whom
   for (int r = 0; r < static_cast<int>(processes_.size()); ++r) {
     absl::StatusOr<std::string> theirs = r == rank_ ? absl::StatusOr<std::string>(call)
                                                     : store_->Get(absl::StrCat(key, r), deadline);
@@ -172,7 +161,7 @@ std::string FaultWatch::CompareCalls(uint64_t seq, const std::string& call,
   if (calls.size() == 1 && calls.begin()->first == call) return "";
   // Fewest callers first: the odd one out leads, as in "rank 3 called X as op #57, ranks 0-2
   // called Y".
-  std::vector<std::pair<std::string, std::vector<int>>> groups(calls.begin(), calls.end());
+  std::vector<std::pair<std::string, std::vector<int64_t>>> groups(calls.begin(), calls.end());
   std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
     return a.first.empty() == b.first.empty() ? a.second.size() < b.second.size() : b.first.empty();
   });

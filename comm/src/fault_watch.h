@@ -39,9 +39,6 @@ struct RankProcess {
   std::string host;           // HostName(), for messages
 };
 
-// "rank 3", "ranks 0-2", "ranks 0, 2, 5-7" (ranks ascending, not empty).
-std::string RankList(const std::vector<int>& ranks);
-
 // One rank's entry of the exchange, and its reading (fuzzed: it comes from another process).
 std::string FormatRankProcess(const RankProcess& process);
 absl::StatusOr<RankProcess> ParseRankProcess(absl::string_view text);

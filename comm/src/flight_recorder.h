@@ -145,7 +145,4 @@ class FlightRecorder {
 void InstallDumpSignal();
 uint64_t DumpSignalCount();
 
-// Text as a JSON string literal, quotes included.
-std::string JsonQuote(absl::string_view text);
-
 }  // namespace weft

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "integer_divide.h"
 #include "kernel_table.h"
 #include "simd_loops.h"
 
@@ -191,23 +190,19 @@ struct BFloat16Core : Float32Core {
   }
 };
 
-using Int8Lanes = Buffered<Int8Core<int8_t>>;
-using Uint8Lanes = Buffered<Int8Core<uint8_t>>;
-using Int32Lanes = Buffered<Int32Core<int32_t>>;
-using Uint32Lanes = Buffered<Int32Core<uint32_t>>;
-using Int64Lanes = Buffered<Int64Core<int64_t>>;
-using Uint64Lanes = Buffered<Int64Core<uint64_t>>;
-using HalfLanes = Buffered<HalfCore>;
-using BFloat16Lanes = Buffered<BFloat16Core>;
-using Float32Lanes = Buffered<Float32Core>;
-using Float64Lanes = Buffered<Float64Core>;
-
-template <typename L>
-void DivideFloat(void* data, size_t count, int divisor) {
-  auto* d = static_cast<typename L::Storage*>(data);
-  const typename L::Reg by = L::Splat(divisor);
-  MapLoop<L, L>(d, d, count, [by](typename L::Reg x) { return L::Div(x, by); });
-}
+// This level's lane type per data type, for simd::MakeTable.
+struct Lanes {
+  using Int8 = Buffered<Int8Core<int8_t>>;
+  using Uint8 = Buffered<Int8Core<uint8_t>>;
+  using Int32 = Buffered<Int32Core<int32_t>>;
+  using Uint32 = Buffered<Int32Core<uint32_t>>;
+  using Int64 = Buffered<Int64Core<int64_t>>;
+  using Uint64 = Buffered<Int64Core<uint64_t>>;
+  using Half = Buffered<HalfCore>;
+  using BFloat16 = Buffered<BFloat16Core>;
+  using Float32 = Buffered<Float32Core>;
+  using Float64 = Buffered<Float64Core>;
+};
 
 // 32-bit integers divide exactly in fp64: a quotient that is not an integer lies at least
 // 1/|divisor| from one, far more than fp64's rounding error for operands below 2^32, so
@@ -216,7 +211,7 @@ void DivideFloat(void* data, size_t count, int divisor) {
 // values travel through the signed conversions offset by 2^31, which fp64 represents exactly.
 template <bool kSigned>
 void DivideInt32ViaDouble(void* data, size_t count, int divisor) {
-  using L = std::conditional_t<kSigned, Int32Lanes, Uint32Lanes>;
+  using L = std::conditional_t<kSigned, Lanes::Int32, Lanes::Uint32>;
   auto* d = static_cast<typename L::Storage*>(data);
   const double magnitude = divisor < 0 ? -static_cast<double>(divisor) : divisor;
   const __m256d by = _mm256_set1_pd(magnitude);
@@ -240,52 +235,9 @@ void DivideInt32ViaDouble(void* data, size_t count, int divisor) {
   });
 }
 
-void HalfToFloatLoop(const uint16_t* src, float* dst, size_t count) {
-  MapLoop<HalfLanes, Float32Lanes>(src, dst, count, [](__m256 x) { return x; });
-}
-void FloatToHalfLoop(const float* src, uint16_t* dst, size_t count) {
-  MapLoop<Float32Lanes, HalfLanes>(src, dst, count, [](__m256 x) { return x; });
-}
-void BFloat16ToFloatLoop(const uint16_t* src, float* dst, size_t count) {
-  MapLoop<BFloat16Lanes, Float32Lanes>(src, dst, count, [](__m256 x) { return x; });
-}
-void FloatToBFloat16Loop(const float* src, uint16_t* dst, size_t count) {
-  MapLoop<Float32Lanes, BFloat16Lanes>(src, dst, count, [](__m256 x) { return x; });
-}
-
-constexpr int Index(DataType type) { return static_cast<int>(type); }
-
-constexpr KernelTable MakeTable() {
-  KernelTable table{};
-  simd::FillReduceRow<Int8Lanes>(table, Index(DataType::kInt8));
-  simd::FillReduceRow<Uint8Lanes>(table, Index(DataType::kUint8));
-  simd::FillReduceRow<Int32Lanes>(table, Index(DataType::kInt32));
-  simd::FillReduceRow<Uint32Lanes>(table, Index(DataType::kUint32));
-  simd::FillReduceRow<Int64Lanes>(table, Index(DataType::kInt64));
-  simd::FillReduceRow<Uint64Lanes>(table, Index(DataType::kUint64));
-  simd::FillReduceRow<HalfLanes>(table, Index(DataType::kFloat16));
-  simd::FillReduceRow<BFloat16Lanes>(table, Index(DataType::kBFloat16));
-  simd::FillReduceRow<Float32Lanes>(table, Index(DataType::kFloat32));
-  simd::FillReduceRow<Float64Lanes>(table, Index(DataType::kFloat64));
-  table.divide[Index(DataType::kInt8)] = &kernels_internal::DivideInt8;
-  table.divide[Index(DataType::kUint8)] = &kernels_internal::DivideUint8;
-  table.divide[Index(DataType::kInt32)] = &DivideInt32ViaDouble<true>;
-  table.divide[Index(DataType::kUint32)] = &DivideInt32ViaDouble<false>;
-  table.divide[Index(DataType::kInt64)] = &kernels_internal::DivideInt64;
-  table.divide[Index(DataType::kUint64)] = &kernels_internal::DivideUint64;
-  table.divide[Index(DataType::kFloat16)] = &DivideFloat<HalfLanes>;
-  table.divide[Index(DataType::kBFloat16)] = &DivideFloat<BFloat16Lanes>;
-  table.divide[Index(DataType::kFloat32)] = &DivideFloat<Float32Lanes>;
-  table.divide[Index(DataType::kFloat64)] = &DivideFloat<Float64Lanes>;
-  table.half_to_float = &HalfToFloatLoop;
-  table.float_to_half = &FloatToHalfLoop;
-  table.bfloat16_to_float = &BFloat16ToFloatLoop;
-  table.float_to_bfloat16 = &FloatToBFloat16Loop;
-  return table;
-}
-
 }  // namespace
 
-constinit const KernelTable kAvx2Kernels = MakeTable();
+constinit const KernelTable kAvx2Kernels =
+    simd::MakeTable<Lanes>(&DivideInt32ViaDouble<true>, &DivideInt32ViaDouble<false>);
 
 }  // namespace weft::kernels_internal

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "integer_divide.h"
 #include "kernel_table.h"
 #include "simd_loops.h"
 
@@ -207,13 +206,6 @@ struct BFloat16Lanes : Float32Lanes {
   }
 };
 
-template <typename L>
-void DivideFloat(void* data, size_t count, int divisor) {
-  auto* d = static_cast<typename L::Storage*>(data);
-  const typename L::Reg by = L::Splat(divisor);
-  MapLoop<L, L>(d, d, count, [by](typename L::Reg x) { return L::Div(x, by); });
-}
-
 // 32-bit integers divide exactly in fp64: a quotient that is not an integer lies at least
 // 1/|divisor| from one, far more than fp64's rounding error for operands below 2^32, so
 // truncating the rounded quotient gives the true one. The sign of the divisor is applied
@@ -240,52 +232,23 @@ void DivideInt32ViaDouble(void* data, size_t count, int divisor) {
   });
 }
 
-void HalfToFloatLoop(const uint16_t* src, float* dst, size_t count) {
-  MapLoop<HalfLanes, Float32Lanes>(src, dst, count, [](__m512 x) { return x; });
-}
-void FloatToHalfLoop(const float* src, uint16_t* dst, size_t count) {
-  MapLoop<Float32Lanes, HalfLanes>(src, dst, count, [](__m512 x) { return x; });
-}
-void BFloat16ToFloatLoop(const uint16_t* src, float* dst, size_t count) {
-  MapLoop<BFloat16Lanes, Float32Lanes>(src, dst, count, [](__m512 x) { return x; });
-}
-void FloatToBFloat16Loop(const float* src, uint16_t* dst, size_t count) {
-  MapLoop<Float32Lanes, BFloat16Lanes>(src, dst, count, [](__m512 x) { return x; });
-}
-
-constexpr int Index(DataType type) { return static_cast<int>(type); }
-
-constexpr KernelTable MakeTable() {
-  KernelTable table{};
-  simd::FillReduceRow<Int8Lanes<int8_t>>(table, Index(DataType::kInt8));
-  simd::FillReduceRow<Int8Lanes<uint8_t>>(table, Index(DataType::kUint8));
-  simd::FillReduceRow<Int32Lanes<int32_t>>(table, Index(DataType::kInt32));
-  simd::FillReduceRow<Int32Lanes<uint32_t>>(table, Index(DataType::kUint32));
-  simd::FillReduceRow<Int64Lanes<int64_t>>(table, Index(DataType::kInt64));
-  simd::FillReduceRow<Int64Lanes<uint64_t>>(table, Index(DataType::kUint64));
-  simd::FillReduceRow<HalfLanes>(table, Index(DataType::kFloat16));
-  simd::FillReduceRow<BFloat16Lanes>(table, Index(DataType::kBFloat16));
-  simd::FillReduceRow<Float32Lanes>(table, Index(DataType::kFloat32));
-  simd::FillReduceRow<Float64Lanes>(table, Index(DataType::kFloat64));
-  table.divide[Index(DataType::kInt8)] = &kernels_internal::DivideInt8;
-  table.divide[Index(DataType::kUint8)] = &kernels_internal::DivideUint8;
-  table.divide[Index(DataType::kInt32)] = &DivideInt32ViaDouble<true>;
-  table.divide[Index(DataType::kUint32)] = &DivideInt32ViaDouble<false>;
-  table.divide[Index(DataType::kInt64)] = &kernels_internal::DivideInt64;
-  table.divide[Index(DataType::kUint64)] = &kernels_internal::DivideUint64;
-  table.divide[Index(DataType::kFloat16)] = &DivideFloat<HalfLanes>;
-  table.divide[Index(DataType::kBFloat16)] = &DivideFloat<BFloat16Lanes>;
-  table.divide[Index(DataType::kFloat32)] = &DivideFloat<Float32Lanes>;
-  table.divide[Index(DataType::kFloat64)] = &DivideFloat<Float64Lanes>;
-  table.half_to_float = &HalfToFloatLoop;
-  table.float_to_half = &FloatToHalfLoop;
-  table.bfloat16_to_float = &BFloat16ToFloatLoop;
-  table.float_to_bfloat16 = &FloatToBFloat16Loop;
-  return table;
-}
+// This level's lane type per data type, for simd::MakeTable.
+struct Lanes {
+  using Int8 = Int8Lanes<int8_t>;
+  using Uint8 = Int8Lanes<uint8_t>;
+  using Int32 = Int32Lanes<int32_t>;
+  using Uint32 = Int32Lanes<uint32_t>;
+  using Int64 = Int64Lanes<int64_t>;
+  using Uint64 = Int64Lanes<uint64_t>;
+  using Half = HalfLanes;
+  using BFloat16 = BFloat16Lanes;
+  using Float32 = Float32Lanes;
+  using Float64 = Float64Lanes;
+};
 
 }  // namespace
 
-constinit const KernelTable kAvx512Kernels = MakeTable();
+constinit const KernelTable kAvx512Kernels =
+    simd::MakeTable<Lanes>(&DivideInt32ViaDouble<true>, &DivideInt32ViaDouble<false>);
 
 }  // namespace weft::kernels_internal

@@ -14,12 +14,18 @@
 // templates with them, so every instantiation has internal linkage and carries that unit's target
 // flags. This header must hold templates only: a non-template inline function here would be
 // emitted by several units compiled for different instruction sets.
+//
+// MakeTable builds a level's whole KernelTable from its traits, so every level maps data types to
+// loops alike and a level differs from another only in its traits (and its 32-bit division).
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstddef>
 #include <cstdint>
+
+#include "integer_divide.h"
+#include "kernel_table.h"
 
 namespace weft::kernels_internal::simd {
 
@@ -217,9 +223,24 @@ void MapLoop(const typename In::Storage* src, typename Out::Storage* dst, size_t
   partial(i, count - i);
 }
 
-// The table rows every level fills the same way.
-template <typename L, typename Table>
-constexpr void FillReduceRow(Table& table, int type) {
+// data[i] /= divisor for floating-point lanes, which add L::Splat(int) and L::Div(Reg, Reg).
+template <typename L>
+void DivideFloat(void* data, size_t count, int divisor) {
+  auto* d = static_cast<typename L::Storage*>(data);
+  const typename L::Reg by = L::Splat(divisor);
+  MapLoop<L, L>(d, d, count, [by](typename L::Reg x) { return L::Div(x, by); });
+}
+
+// fp16/bf16 <-> fp32: In's Load widens and Out's Store narrows (rounding to nearest even), so the
+// loop itself only moves registers.
+template <typename In, typename Out>
+void ConvertLoop(const typename In::Storage* src, typename Out::Storage* dst, size_t count) {
+  MapLoop<In, Out>(src, dst, count, [](typename In::Reg x) { return x; });
+}
+
+// One data type's reductions: every operator, with plain and with streaming stores.
+template <typename L>
+constexpr void FillReduceRow(KernelTable& table, int type) {
   table.binary[type][0] = &BinaryLoop<L, SumOp, false>;
   table.binary[type][1] = &BinaryLoop<L, ProdOp, false>;
   table.binary[type][2] = &BinaryLoop<L, MinOp, false>;
@@ -236,6 +257,42 @@ constexpr void FillReduceRow(Table& table, int type) {
   table.many_streaming[type][1] = &ManyLoop<L, ProdOp, true>;
   table.many_streaming[type][2] = &ManyLoop<L, MinOp, true>;
   table.many_streaming[type][3] = &ManyLoop<L, MaxOp, true>;
+}
+
+// A level's table. `Lanes` holds its traits per data type: Int8, Uint8, Int32, Uint32, Int64,
+// Uint64, Half, BFloat16, Float32 and Float64, the floating-point ones with Splat and Div. The 8-
+// and 64-bit integers divide with the portable integer_divide.h at every level (it beats a SIMD
+// loop without a vector divide); 32-bit ones with the level's own `divide_int32` and
+// `divide_uint32`.
+template <typename Lanes>
+constexpr KernelTable MakeTable(DivideFn divide_int32, DivideFn divide_uint32) {
+  auto at = [](DataType type) { return static_cast<int>(type); };
+  KernelTable table{};
+  FillReduceRow<typename Lanes::Int8>(table, at(DataType::kInt8));
+  FillReduceRow<typename Lanes::Uint8>(table, at(DataType::kUint8));
+  FillReduceRow<typename Lanes::Int32>(table, at(DataType::kInt32));
+  FillReduceRow<typename Lanes::Uint32>(table, at(DataType::kUint32));
+  FillReduceRow<typename Lanes::Int64>(table, at(DataType::kInt64));
+  FillReduceRow<typename Lanes::Uint64>(table, at(DataType::kUint64));
+  FillReduceRow<typename Lanes::Half>(table, at(DataType::kFloat16));
+  FillReduceRow<typename Lanes::BFloat16>(table, at(DataType::kBFloat16));
+  FillReduceRow<typename Lanes::Float32>(table, at(DataType::kFloat32));
+  FillReduceRow<typename Lanes::Float64>(table, at(DataType::kFloat64));
+  table.divide[at(DataType::kInt8)] = &DivideInt8;
+  table.divide[at(DataType::kUint8)] = &DivideUint8;
+  table.divide[at(DataType::kInt32)] = divide_int32;
+  table.divide[at(DataType::kUint32)] = divide_uint32;
+  table.divide[at(DataType::kInt64)] = &DivideInt64;
+  table.divide[at(DataType::kUint64)] = &DivideUint64;
+  table.divide[at(DataType::kFloat16)] = &DivideFloat<typename Lanes::Half>;
+  table.divide[at(DataType::kBFloat16)] = &DivideFloat<typename Lanes::BFloat16>;
+  table.divide[at(DataType::kFloat32)] = &DivideFloat<typename Lanes::Float32>;
+  table.divide[at(DataType::kFloat64)] = &DivideFloat<typename Lanes::Float64>;
+  table.half_to_float = &ConvertLoop<typename Lanes::Half, typename Lanes::Float32>;
+  table.float_to_half = &ConvertLoop<typename Lanes::Float32, typename Lanes::Half>;
+  table.bfloat16_to_float = &ConvertLoop<typename Lanes::BFloat16, typename Lanes::Float32>;
+  table.float_to_bfloat16 = &ConvertLoop<typename Lanes::Float32, typename Lanes::BFloat16>;
+  return table;
 }
 
 }  // namespace weft::kernels_internal::simd

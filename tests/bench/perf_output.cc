@@ -27,9 +27,21 @@ const char* const kResultHeaderCputime =
     "#       size         count      type   redop    root  cputime   algbw   busbw  #wrong  "
     "cputime   algbw   busbw  #wrong ";
 
+// nccl-tests' columns (the first line padded to their 118 characters), then -P's four:
+// "  %12s  %7s  %6s  %6s" and the trailing space.
+const char* const kPredictedHeader[3] = {
+    "#                                                              out-of-place               "
+    "        in-place                 tuner's prediction  measured/pred. ",
+    "#       size         count      type   redop    root     time   algbw   busbw  #wrong     "
+    "time   algbw   busbw  #wrong     algorithm     time  out-pl   in-pl ",
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             "
+    "(us)  (GB/s)  (GB/s)                           (us)                 ",
+};
+
 namespace {
 
 constexpr int kRowWidth = 52 + 2 * 33;
+constexpr int kPredictionWidth = 2 + 12 + 2 + 7 + 2 + 6 + 2 + 6;
 
 // A right-aligned field of exactly `width` characters: leading spaces, then one token.
 bool Field(absl::string_view line, size_t at, size_t width, std::string* token) {
@@ -58,9 +70,33 @@ bool FollowsNumberRule(const std::string& text, int width) {
   return exponent;
 }
 
+// "N/A" or a number in nccl-tests' rule.
+bool NumberOrNa(const std::string& text, int width) {
+  return text == "N/A" || FollowsNumberRule(text, width);
+}
+
+std::optional<PerfPrediction> ParsePrediction(absl::string_view line, std::string* problem) {
+  PerfPrediction p;
+  const size_t at = kRowWidth;
+  if (!Gap(line, at) || !Field(line, at + 2, 12, &p.algorithm) || !Gap(line, at + 14) ||
+      !Field(line, at + 16, 7, &p.predicted_us) || !Gap(line, at + 23) ||
+      !Field(line, at + 25, 6, &p.ratio[0]) || !Gap(line, at + 31) ||
+      !Field(line, at + 33, 6, &p.ratio[1])) {
+    *problem = "-P columns are not '  %12s  %7s  %6s  %6s'";
+    return std::nullopt;
+  }
+  if (!NumberOrNa(p.predicted_us, 7) || !NumberOrNa(p.ratio[0], 6) || !NumberOrNa(p.ratio[1], 6)) {
+    *problem = "-P numbers break the %.2f/%.1f/%.0f/exponent rule";
+    return std::nullopt;
+  }
+  return p;
+}
+
 std::optional<PerfRow> ParseRow(absl::string_view line, std::string* problem) {
-  if (static_cast<int>(line.size()) != kRowWidth) {
-    *problem = absl::StrCat("row is ", line.size(), " characters, not ", kRowWidth);
+  const int width = static_cast<int>(line.size());
+  if (width != kRowWidth && width != kRowWidth + kPredictionWidth) {
+    *problem = absl::StrCat("row is ", line.size(), " characters, not ", kRowWidth, " (or ",
+                            kRowWidth + kPredictionWidth, " with -P)");
     return std::nullopt;
   }
   PerfRow row;
@@ -100,6 +136,10 @@ std::optional<PerfRow> ParseRow(absl::string_view line, std::string* problem) {
       }
       half.wrong = static_cast<int64_t>(value);
     }
+  }
+  if (width > kRowWidth) {
+    row.prediction = ParsePrediction(line, problem);
+    if (!row.prediction) return std::nullopt;
   }
   return row;
 }
@@ -150,7 +190,12 @@ PerfOutput ParsePerfOutput(const std::string& text) {
         } else if (absl::StartsWith(line, "# nThread 1 nGpus 1 minBytes ")) {
           out.parameters_line = true;
         } else if (header_lines < 3 && (line == kResultHeader[header_lines] ||
-                                        (header_lines == 1 && line == kResultHeaderCputime))) {
+                                        (header_lines == 1 && line == kResultHeaderCputime) ||
+                                        line == kPredictedHeader[header_lines])) {
+          if (header_lines == 0) out.predicted_header = line == kPredictedHeader[0];
+          if (out.predicted_header != (line == kPredictedHeader[header_lines])) {
+            problem("result header lines mix nccl-tests' and -P's");
+          }
           if (++header_lines == 3) {
             out.result_header = true;
             stage = Stage::kTable;

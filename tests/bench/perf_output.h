@@ -17,6 +17,13 @@ struct PerfHalf {
   std::optional<int64_t> wrong;  // empty for N/A
 };
 
+// -P's columns after nccl-tests' own; the texts are kept to know how much they were rounded.
+struct PerfPrediction {
+  std::string algorithm;
+  std::string predicted_us;  // a number or "N/A"
+  std::string ratio[2];      // measured/predicted, out-of-place and in-place: numbers or "N/A"
+};
+
 struct PerfRow {
   int64_t size = 0;
   int64_t count = 0;
@@ -24,6 +31,7 @@ struct PerfRow {
   std::string redop;
   int root = 0;
   PerfHalf half[2];  // out-of-place, in-place
+  std::optional<PerfPrediction> prediction;
 };
 
 struct PerfOutput {
@@ -32,6 +40,7 @@ struct PerfOutput {
   int device_lines = 0;
   std::vector<int> device_ranks;  // the Rank column of "# Using devices", in order
   bool result_header = false;     // the three header lines, exactly
+  bool predicted_header = false;  // and they carry -P's columns
   std::vector<PerfRow> rows;
   std::optional<int> out_of_bounds;
   std::optional<double> average_busbw;
@@ -49,5 +58,7 @@ PerfOutput ParsePerfOutput(const std::string& text);
 // cputime) the middle line names the time columns "cputime".
 extern const char* const kResultHeader[3];
 extern const char* const kResultHeaderCputime;
+// The same three lines with -P's columns.
+extern const char* const kPredictedHeader[3];
 
 }  // namespace weft::testing

@@ -38,6 +38,18 @@ TEST(PerfTable, RowsHaveNcclTestsColumns) {
   EXPECT_EQ(RowHalf(7.5, 0, 0, std::nullopt), "     7.50    0.00    0.00     N/A");
 }
 
+// -P's columns continue nccl-tests' lines; everything left of them is unchanged.
+TEST(PerfTable, PredictionColumnsFollowNcclTestsColumns) {
+  const std::string expected = std::string("#\n") + testing::kPredictedHeader[0] + "\n" +
+                               testing::kPredictedHeader[1] + "\n" + testing::kPredictedHeader[2] +
+                               "\n";
+  EXPECT_EQ(ResultHeader(false, true), expected);
+  EXPECT_EQ(RowPrediction("shm_direct", 1.234, 1.5, 12345.6),
+            "    shm_direct     1.23    1.50   12346");
+  EXPECT_EQ(RowPrediction("p2p", std::nullopt, std::nullopt, std::nullopt),
+            "           p2p      N/A     N/A     N/A");
+}
+
 TEST(PerfTable, FooterMatchesNcclTestsLines) {
   EXPECT_EQ(Footer(0, 39.7695, std::nullopt, "all_reduce_perf"),
             "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 39.7695 \n#\n"

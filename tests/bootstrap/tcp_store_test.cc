@@ -2,8 +2,6 @@
 // end by data, deadline or abort, token checks, and peers that misbehave on purpose.
 #include "bootstrap/tcp_store.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -23,9 +21,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "loopback.h"
 
 namespace weft {
 namespace {
+
+using ::weft::testing::DialLoopback;
 
 constexpr char kToken[] = "0123456789abcdef0123456789abcdef";
 constexpr unsigned kChildAlarmSeconds = 8;
@@ -78,20 +79,6 @@ std::string Frame(absl::string_view body) {
 
 std::string HelloFrame(absl::string_view token) {
   return Frame(absl::StrCat(absl::string_view("H\x01\x00\x00\x00", 5), token));
-}
-
-// A plain blocking socket to the store, for peers that do not follow the protocol.
-int RawConnect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 bool SendRaw(int fd, absl::string_view bytes) {
@@ -299,7 +286,7 @@ TEST_F(TcpStoreTest, WrongTokenIsPermissionDenied) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));  // refused, not retried until the deadline
 
   // On the wire: an 'E' reply, then the server closes.
-  const int fd = RawConnect(port_);
+  const int fd = DialLoopback(port_);
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(SendRaw(fd, HelloFrame("0123456789abcdef0123456789abcdeX")));
   std::string reply;
@@ -314,13 +301,13 @@ TEST_F(TcpStoreTest, WrongTokenIsPermissionDenied) {
 
 TEST_F(TcpStoreTest, HostileConnectionsDoNotDisturbALegitimateClient) {
   const absl::Time opened = absl::Now();
-  const int silent = RawConnect(port_);
-  const int garbage = RawConnect(port_);
-  const int oversized = RawConnect(port_);
-  const int truncated = RawConnect(port_);
-  const int authed_oversized = RawConnect(port_);
-  const int authed_unknown = RawConnect(port_);
-  const int authed_malformed = RawConnect(port_);
+  const int silent = DialLoopback(port_);
+  const int garbage = DialLoopback(port_);
+  const int oversized = DialLoopback(port_);
+  const int truncated = DialLoopback(port_);
+  const int authed_oversized = DialLoopback(port_);
+  const int authed_unknown = DialLoopback(port_);
+  const int authed_malformed = DialLoopback(port_);
   for (int fd : {silent, garbage, oversized, truncated, authed_oversized, authed_unknown,
                  authed_malformed}) {
     ASSERT_GE(fd, 0);
@@ -477,7 +464,7 @@ TEST(TcpStoreServerTest, DestructionIsBoundedAndClientsSeeTheStoreGo) {
   auto server = TcpStoreServer::Start("127.0.0.1", 0, kToken);
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
-  const int silent = RawConnect(port);
+  const int silent = DialLoopback(port);
   ASSERT_GE(silent, 0);
   auto client = TcpStoreClient::Connect("127.0.0.1", port, kToken, Deadline::In(absl::Seconds(5)));
   ASSERT_TRUE(client.ok()) << client.status();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
+#include "time_scale.h"
 
 namespace weft::testing {
 namespace {
@@ -28,13 +29,6 @@ Layout MakeLayout(const std::string& name) {
   // Loopback only: pretend hosts must not send to this machine's other addresses.
   if (name == "mixed") return {name, {{"WEFT_SOCKET_IFNAME", "lo"}}, {"--fake-hosts", "2"}};
   return {name, {{"WEFT_TRANSPORT", "auto"}}, {}};
-}
-
-// Sanitizer builds run several times slower; scripts/run-sanitizers sets WEFT_TEST_TIME_SCALE.
-int TimeScale() {
-  const char* scale = std::getenv("WEFT_TEST_TIME_SCALE");
-  const int value = scale == nullptr ? 1 : std::atoi(scale);
-  return value > 0 ? value : 1;
 }
 
 ProcessResult RunJob(int ranks, const std::string& suite, const Layout& layout, Env extra = {},

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "json.h"
 #include "rank_job.h"
+#include "time_scale.h"
 #include "weft/comm/communicator.h"
 #include "weft/topology/host.h"
 
@@ -24,13 +25,6 @@ namespace weft::testing {
 namespace {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
-
-// Sanitizer builds run several times slower; scripts/run-sanitizers sets WEFT_TEST_TIME_SCALE.
-int TimeScale() {
-  const char* scale = std::getenv("WEFT_TEST_TIME_SCALE");
-  const int value = scale == nullptr ? 1 : std::atoi(scale);
-  return value > 0 ? value : 1;
-}
 
 Env TransportEnv(const std::string& transport) {
   if (transport == "tcp") return {{"WEFT_TRANSPORT", "tcp"}, {"WEFT_SOCKET_IFNAME", "lo"}};

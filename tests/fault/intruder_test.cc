@@ -2,7 +2,6 @@
 // truncated, oversized and replayed frames, sent to the rendezvous store and to a rank's TCP
 // listener while the job creates its communicator and runs. The job must finish with exact
 // results, and the store must still serve its own clients.
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,7 +17,9 @@
 #include "bootstrap/tcp_store.h"
 #include "bootstrap/unique_id.h"
 #include "gtest/gtest.h"
+#include "loopback.h"
 #include "rank_job.h"
+#include "time_scale.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/listener_record.h"
 #include "weft/comm/communicator.h"
@@ -26,28 +27,8 @@
 namespace weft::testing {
 namespace {
 
-int TimeScale() {
-  const char* scale = std::getenv("WEFT_TEST_TIME_SCALE");
-  const int value = scale == nullptr ? 1 : std::atoi(scale);
-  return value > 0 ? value : 1;
-}
-
-// A connection to 127.0.0.1:port, or -1.
-int Dial(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 void SendAndClose(int port, const std::string& bytes) {
-  const int fd = Dial(port);
+  const int fd = DialLoopback(port);
   if (fd < 0) return;
   (void)send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   close(fd);
@@ -65,13 +46,15 @@ std::string U32(uint32_t v) { return std::string(reinterpret_cast<const char*>(&
 void Attack(int port, const std::string& hello, std::mt19937& random, std::vector<int>* held) {
   std::string noise(1 + random() % 512, '\0');
   for (char& c : noise) c = static_cast<char>(random());
-  SendAndClose(port, noise);                                    // random bytes
-  SendAndClose(port, hello);                                    // a wrong token
-  SendAndClose(port, absl::StrCat(hello, hello));               // replayed
-  SendAndClose(port, hello.substr(0, hello.size() / 2));        // truncated
-  SendAndClose(port, absl::StrCat(U32(0xffffffffu), noise));    // oversized length
-  if (const int fd = Dial(port); fd >= 0) held->push_back(fd);  // half-open: connects, silent
-  if (const int fd = Dial(port); fd >= 0) {                     // half a frame, then silence
+  SendAndClose(port, noise);                                  // random bytes
+  SendAndClose(port, hello);                                  // a wrong token
+  SendAndClose(port, absl::StrCat(hello, hello));             // replayed
+  SendAndClose(port, hello.substr(0, hello.size() / 2));      // truncated
+  SendAndClose(port, absl::StrCat(U32(0xffffffffu), noise));  // oversized length
+  // Half-open: connects, then stays silent.
+  if (const int fd = DialLoopback(port); fd >= 0) held->push_back(fd);
+  // Half a frame, then silence.
+  if (const int fd = DialLoopback(port); fd >= 0) {
     (void)send(fd, "\x10\x00", 2, MSG_NOSIGNAL);
     held->push_back(fd);
   }

@@ -9,6 +9,8 @@
 #include "dump.h"
 #include "gtest/gtest.h"
 #include "json.h"
+#include "json_quote.h"
+#include "rank_list.h"
 
 namespace weft::trace {
 namespace {
@@ -27,7 +29,7 @@ TEST(Json, ParsesStrictJsonAndKeepsIntegersExact) {
     EXPECT_FALSE(ParseJson(bad).ok()) << bad;
   }
   EXPECT_FALSE(ParseJson(std::string(1000, '[')).ok());  // nesting is bounded
-  EXPECT_EQ(QuoteJson("a\"b\\\n\x01"), "\"a\\\"b\\\\\\n\\u0001\"");
+  EXPECT_EQ(JsonQuote("a\"b\\\n\t\x01"), "\"a\\\"b\\\\\\n\\t\\u0001\"");
 }
 
 std::string Op(int seq, const char* op, int count, const char* state, const char* extra = "") {
@@ -104,6 +106,7 @@ TEST(ChromeTrace, IsJsonWithAnEventPerStartedOperation) {
 }
 
 TEST(RankList, CompressesRuns) {
+  EXPECT_EQ(RankList({}), "no rank");
   EXPECT_EQ(RankList({3}), "rank 3");
   EXPECT_EQ(RankList({0, 1, 2}), "ranks 0-2");
   EXPECT_EQ(RankList({0, 2, 5, 6, 7}), "ranks 0, 2, 5-7");

@@ -14,17 +14,12 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
+#include "time_scale.h"
 
 namespace weft::testing {
 namespace {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
-
-int TimeScale() {
-  const char* scale = std::getenv("WEFT_TEST_TIME_SCALE");
-  const int value = scale == nullptr ? 1 : std::atoi(scale);
-  return value > 0 ? value : 1;
-}
 
 // A fresh tuning cache per job: calibration runs, and the user's cache stays untouched.
 std::string FreshCacheDir() {

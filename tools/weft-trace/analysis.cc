@@ -10,6 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "json.h"
+#include "json_quote.h"
+#include "rank_list.h"
 
 namespace weft::trace {
 namespace {
@@ -197,19 +199,6 @@ void DiagnoseComm(const Comm& comm, std::string* out) {
 
 }  // namespace
 
-std::string RankList(const std::vector<int64_t>& ranks) {
-  if (ranks.empty()) return "no rank";
-  if (ranks.size() == 1) return absl::StrCat("rank ", ranks[0]);
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    parts.push_back(j == i ? absl::StrCat(ranks[i]) : absl::StrCat(ranks[i], "-", ranks[j]));
-    i = j + 1;
-  }
-  return absl::StrCat("ranks ", absl::StrJoin(parts, ", "));
-}
-
 std::string Diagnose(const std::vector<RankDump>& dumps) {
   std::string out;
   for (const auto& [name, comm] : Group(dumps)) DiagnoseComm(comm, &out);
@@ -237,27 +226,27 @@ std::string ChromeTrace(const std::vector<RankDump>& dumps) {
     if (named.emplace(d.rank, -1).second) {
       events.push_back(absl::StrCat(
           R"({"ph": "M", "name": "process_name", "pid": )", d.rank, R"(, "args": {"name": )",
-          QuoteJson(absl::StrCat("rank ", d.rank, " (pid ", d.pid, " on ", d.host, ")")), "}}"));
+          JsonQuote(absl::StrCat("rank ", d.rank, " (pid ", d.pid, " on ", d.host, ")")), "}}"));
     }
     if (named.emplace(d.rank, tid).second) {
       events.push_back(absl::StrCat(R"({"ph": "M", "name": "thread_name", "pid": )", d.rank,
                                     R"(, "tid": )", tid, R"(, "args": {"name": )",
-                                    QuoteJson(absl::StrCat("communicator ", d.comm)), "}}"));
+                                    JsonQuote(absl::StrCat("communicator ", d.comm)), "}}"));
     }
     for (const OpRecord& op : d.ops) {
       if (op.start_ns <= 0) continue;  // queued only: nothing ran
       const int64_t end = op.end_ns > 0 ? op.end_ns : d.dumped_ns;
       std::string args =
           absl::StrCat(R"({"seq": )", op.seq, R"(, "count": )", op.count, R"(, "bytes": )",
-                       op.bytes, R"(, "algorithm": )", QuoteJson(op.algorithm), R"(, "state": )",
-                       QuoteJson(op.state), R"(, "queued_us": )",
+                       op.bytes, R"(, "algorithm": )", JsonQuote(op.algorithm), R"(, "state": )",
+                       JsonQuote(op.state), R"(, "queued_us": )",
                        absl::StrFormat("%.3f", Minus(op.start_ns, op.enqueue_ns) / 1000.0));
-      if (!op.error.empty()) absl::StrAppend(&args, R"(, "error": )", QuoteJson(op.error));
+      if (!op.error.empty()) absl::StrAppend(&args, R"(, "error": )", JsonQuote(op.error));
       args += "}";
       events.push_back(absl::StrCat(
           R"({"ph": "X", "name": )",
-          QuoteJson(op.collective ? absl::StrCat(op.op, " #", op.seq) : op.op), R"(, "cat": )",
-          QuoteJson(op.collective ? "collective" : "p2p"), R"(, "pid": )", d.rank, R"(, "tid": )",
+          JsonQuote(op.collective ? absl::StrCat(op.op, " #", op.seq) : op.op), R"(, "cat": )",
+          JsonQuote(op.collective ? "collective" : "p2p"), R"(, "pid": )", d.rank, R"(, "tid": )",
           tid, R"(, "ts": )", us(op.start_ns), R"(, "dur": )",
           absl::StrFormat("%.3f", std::max(Minus(end, op.start_ns), 0.0) / 1000.0), R"(, "args": )",
           args, "}"));

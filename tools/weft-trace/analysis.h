@@ -21,7 +21,4 @@ std::string Diagnose(const std::vector<RankDump>& dumps);
 // rank, one track per communicator, times relative to the earliest operation.
 std::string ChromeTrace(const std::vector<RankDump>& dumps);
 
-// "rank 3", "ranks 0-1", "ranks 0, 2, 5-7" (ranks ascending).
-std::string RankList(const std::vector<int64_t>& ranks);
-
 }  // namespace weft::trace

@@ -266,21 +266,4 @@ const JsonValue* JsonValue::Find(absl::string_view key) const {
 
 absl::StatusOr<JsonValue> ParseJson(absl::string_view text) { return Parser(text).Document(); }
 
-std::string QuoteJson(absl::string_view text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", c);
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  return out + "\"";
-}
-
 }  // namespace weft::trace

@@ -1,4 +1,5 @@
-// A small JSON reader and string writer, enough for flight-recorder dumps and Chrome traces.
+// A small JSON reader, enough for flight-recorder dumps (strings are written with JsonQuote,
+// json_quote.h, the quoting the dumps themselves use).
 //
 // The reader takes untrusted input (dumps are files anyone may hand to weft-trace, and it is
 // fuzzed): it bounds nesting, rejects anything that is not strict JSON, and never reads past the
@@ -36,8 +37,5 @@ inline constexpr int kMaxJsonDepth = 64;
 
 // Parses one JSON document (surrounding whitespace allowed). Errors say where and why.
 absl::StatusOr<JsonValue> ParseJson(absl::string_view text);
-
-// `text` as a JSON string literal, quotes included.
-std::string QuoteJson(absl::string_view text);
 
 }  // namespace weft::trace

@@ -33,8 +33,11 @@ class ArenaRounds {
   static constexpr int kCopiedIn = 0;  // my data (or my buffer addresses) of round R are posted
   static constexpr int kReduced = 1;   // my reduced part of round R is ready
   static constexpr int kDone = 2;      // I no longer read anyone's half or buffers of round R
-  static constexpr int kChunks = 3;    // (R << 24) | chunks of round R I have reduced so far
+  static constexpr int kChunks = 3;    // ChunkMark(R, chunks of round R I have finished so far)
   static constexpr int kLine = 4;      // and 5: round R's line (R % 2 picks), with its payload
+
+  // A kChunks value: the round sits in the high bits, so that the counter grows across rounds.
+  static uint64_t ChunkMark(uint64_t round, size_t chunks) { return (round << 24) | chunks; }
 
   // Bytes of data a line carries besides the envelope.
   static constexpr size_t kLineBytes = ShmArena::kPayloadBytes - sizeof(Envelope);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "weft/kernels/reduce.h"
+#include "weft/topology/host.h"
 
 namespace weft {
 namespace {
@@ -18,10 +19,6 @@ namespace {
 constexpr size_t kChunkBytes = 256 << 10;
 // Which Peers::Scratch buffer holds the staging.
 constexpr int kStagingScratch = 3;
-
-// Chunk counters carry the round in their high bits, so they grow across operations.
-constexpr int kChunkShift = 24;
-uint64_t ChunkMark(uint64_t round, size_t chunks) { return (round << kChunkShift) | chunks; }
 
 }  // namespace
 
@@ -113,8 +110,8 @@ absl::Status CmaDirect::ReadFrom(int r, const Remote& from, size_t at, void* to,
       if (error == EINTR) continue;
       return absl::UnavailableError(absl::StrCat(
           "cma_direct: reading ", bytes, " bytes of rank ", arena_.global_rank(r), "'s ", what,
-          " buffer (pid ", arena_.pid(r), ") failed: ", std::strerror(error),
-          error == ESRCH ? " (the process has exited)" : ""));
+          " buffer (pid ", arena_.pid(r), " on host ", HostName(),
+          ") failed: ", std::strerror(error), error == ESRCH ? " (the process has exited)" : ""));
     }
     into += got;
     address += got;
@@ -161,12 +158,13 @@ absl::Status CmaDirect::AllReduce() {
           !s.ok()) {
         return s;
       }
-      arena_.Publish(ArenaRounds::kChunks, ChunkMark(round_, k + 1));
+      arena_.Publish(ArenaRounds::kChunks, ArenaRounds::ChunkMark(round_, k + 1));
     }
     for (int step = 1; step < p; ++step) {
       const int j = (me + step) % p;
       if (k >= chunks_of(j)) continue;
-      if (absl::Status s = rounds_.WaitFor(j, ArenaRounds::kChunks, ChunkMark(round_, k + 1));
+      if (absl::Status s =
+              rounds_.WaitFor(j, ArenaRounds::kChunks, ArenaRounds::ChunkMark(round_, k + 1));
           !s.ok()) {
         return s;
       }

@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -8,12 +7,6 @@
 
 namespace weft {
 namespace {
-
-// One lane's piece of a pipeline chunk: large enough that per-message costs stay small, small
-// enough that a 64 MiB buffer makes tens of chunks whose phases overlap.
-constexpr size_t kLaneChunkBytes = 1 << 20;
-// PipelineStep numbers at most this many chunks.
-constexpr size_t kMaxChunks = size_t{1} << 19;
 
 enum Phase { kReduceInNode = 0, kReduceScatterAcross = 1, kAllGatherAcross = 2, kSpreadInNode = 3 };
 
@@ -32,29 +25,19 @@ absl::Status HierarchicalAllReduce::Run() {
 
   const int lanes = nodes.lanes();
   const std::vector<int>& local = nodes.local_group();
-  const int my_lane = nodes.local_rank() < lanes ? nodes.local_rank() : -1;
+  const int my_lane = OwnLane(nodes);
   RankGroup across;
   if (my_lane >= 0) across = {nodes.lane_group(my_lane), nodes.node()};
 
-  size_t chunk = std::max<size_t>(1, kLaneChunkBytes / es) * lanes;
-  chunk = std::max(chunk, (count + kMaxChunks - 1) / kMaxChunks);
-  const size_t chunks = (count + chunk - 1) / chunk;
-  struct Piece {
-    std::byte* at;
-    size_t bytes;
-  };
-  auto piece = [&](size_t c, int lane) {
-    const size_t offset = c * chunk;
-    const Partition parts(std::min(chunk, count - offset), lanes);
-    return Piece{data + (offset + parts.offset(lane)) * es, parts.size(lane) * es};
-  };
+  const LaneChunks pieces(data, count, es, lanes);
+  using Piece = LaneChunks::Piece;
 
   std::vector<Transfer> pending;  // waited for at the end only
   std::vector<Transfer> reducing, reducing_next;
   // Phase 1 of chunk c: every piece goes to its lane rank, which reduces it on receipt.
   auto reduce_in_node = [&](size_t c, std::vector<Transfer>& reductions) {
     for (int lane = 0; lane < lanes; ++lane) {
-      const Piece p = piece(c, lane);
+      const Piece p = pieces.piece(c, lane);
       const uint32_t step = PipelineStep(c, kReduceInNode);
       if (lane != my_lane) {
         pending.push_back(peers_.Send(local[lane], step, p.at, p.bytes));
@@ -69,12 +52,12 @@ absl::Status HierarchicalAllReduce::Run() {
   };
 
   reduce_in_node(0, reducing);
-  for (size_t c = 0; c < chunks; ++c) {
+  for (size_t c = 0; c < pieces.chunks(); ++c) {
     if (absl::Status s = peers_.Wait(reducing); !s.ok()) return s;
     reducing.clear();
-    if (c + 1 < chunks) reduce_in_node(c + 1, reducing_next);
+    if (c + 1 < pieces.chunks()) reduce_in_node(c + 1, reducing_next);
     if (my_lane >= 0) {
-      const Piece p = piece(c, my_lane);
+      const Piece p = pieces.piece(c, my_lane);
       if (across.size() > 1) {
         const Segments segments = Segments::Even(p.bytes / es, across.size(), es);
         if (absl::Status s =
@@ -98,7 +81,7 @@ absl::Status HierarchicalAllReduce::Run() {
     // Phase 3: the other lanes' finished pieces arrive from their lane ranks.
     for (int lane = 0; lane < lanes; ++lane) {
       if (lane == my_lane) continue;
-      const Piece p = piece(c, lane);
+      const Piece p = pieces.piece(c, lane);
       pending.push_back(
           peers_.Recv(local[lane], PipelineStep(c, kSpreadInNode), RecvSink::Copy(p.at), p.bytes));
     }

@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -8,11 +7,6 @@
 
 namespace weft {
 namespace {
-
-// As for the all-reduce: per lane and chunk, big enough to amortise a message, small enough to
-// pipeline across the tree.
-constexpr size_t kLaneChunkBytes = 1 << 20;
-constexpr size_t kMaxChunks = size_t{1} << 19;
 
 enum Phase { kScatterInNode = 0, kTreeAcross = 1, kSpreadInNode = 2 };
 
@@ -33,7 +27,7 @@ absl::Status HierarchicalBroadcast::Run() {
 
   const int lanes = nodes.lanes();
   const std::vector<int>& local = nodes.local_group();
-  const int my_lane = nodes.local_rank() < lanes ? nodes.local_rank() : -1;
+  const int my_lane = OwnLane(nodes);
   const int root_node = nodes.node_of(root);
   const bool on_root_node = nodes.node() == root_node;
   RankGroup across;
@@ -41,24 +35,14 @@ absl::Status HierarchicalBroadcast::Run() {
   // Node indices of this lane's tree across nodes, rooted at the root's node.
   const BinomialTree tree(nodes.node(), nodes.num_nodes(), root_node);
 
-  size_t chunk = std::max<size_t>(1, kLaneChunkBytes / es) * lanes;
-  chunk = std::max(chunk, (count + kMaxChunks - 1) / kMaxChunks);
-  const size_t chunks = (count + chunk - 1) / chunk;
-  struct Piece {
-    std::byte* at;
-    size_t bytes;
-  };
-  auto piece = [&](size_t c, int lane) {
-    const size_t offset = c * chunk;
-    const Partition parts(std::min(chunk, count - offset), lanes);
-    return Piece{data + (offset + parts.offset(lane)) * es, parts.size(lane) * es};
-  };
+  const LaneChunks pieces(data, count, es, lanes);
+  using Piece = LaneChunks::Piece;
 
   std::vector<Transfer> pending;
-  for (size_t c = 0; c < chunks; ++c) {
+  for (size_t c = 0; c < pieces.chunks(); ++c) {
     if (is_root) {
       for (int lane = 0; lane < lanes; ++lane) {
-        const Piece p = piece(c, lane);
+        const Piece p = pieces.piece(c, lane);
         if (local[lane] != me) {
           pending.push_back(
               peers_.Send(local[lane], PipelineStep(c, kScatterInNode), p.at, p.bytes));
@@ -66,7 +50,7 @@ absl::Status HierarchicalBroadcast::Run() {
       }
     }
     if (my_lane >= 0) {
-      const Piece p = piece(c, my_lane);
+      const Piece p = pieces.piece(c, my_lane);
       if (!is_root) {
         const bool from_root = on_root_node;
         const int source = from_root ? root : across.ranks[tree.parent];
@@ -90,7 +74,7 @@ absl::Status HierarchicalBroadcast::Run() {
     if (!is_root) {
       for (int lane = 0; lane < lanes; ++lane) {
         if (lane == my_lane) continue;
-        const Piece p = piece(c, lane);
+        const Piece p = pieces.piece(c, lane);
         pending.push_back(peers_.Recv(local[lane], PipelineStep(c, kSpreadInNode),
                                       RecvSink::Copy(p.at), p.bytes));
       }

@@ -1,9 +1,16 @@
 #include "algorithms/hierarchical_group.h"
 
+#include <algorithm>
+
 namespace weft {
 namespace {
 
 int Mod(int a, int n) { return ((a % n) + n) % n; }
+
+// One lane's piece of a pipeline chunk, in bytes.
+constexpr size_t kLaneChunkBytes = 1 << 20;
+// PipelineStep numbers at most this many chunks.
+constexpr size_t kMaxChunks = size_t{1} << 19;
 
 }  // namespace
 
@@ -32,6 +39,30 @@ LaneBlocks::LaneBlocks(const NodeLayout& nodes) {
     first_block.push_back(blocks);
     blocks += ranks[lane].size();
   }
+}
+
+Segments PackedBlocks::NodeSegments(int lane) const {
+  const std::vector<int>& starts = plan.node_start[lane];
+  Segments segments;
+  for (size_t k = 0; k + 1 < starts.size(); ++k) {
+    segments.offset.push_back(starts[k] * block);
+    segments.bytes.push_back((starts[k + 1] - starts[k]) * block);
+  }
+  return segments;
+}
+
+LaneChunks::LaneChunks(std::byte* data, size_t count, size_t element_bytes, int lanes)
+    : data_(data), count_(count), element_bytes_(element_bytes), lanes_(lanes) {
+  chunk_ = std::max<size_t>(1, kLaneChunkBytes / element_bytes) * lanes;
+  chunk_ = std::max(chunk_, (count + kMaxChunks - 1) / kMaxChunks);
+  chunks_ = (count + chunk_ - 1) / chunk_;
+}
+
+LaneChunks::Piece LaneChunks::piece(size_t chunk, int lane) const {
+  const size_t offset = chunk * chunk_;
+  const Partition parts(std::min(chunk_, count_ - offset), lanes_);
+  return Piece{data_ + (offset + parts.offset(lane)) * element_bytes_,
+               parts.size(lane) * element_bytes_};
 }
 
 Segments Segments::Even(size_t count, int parts, size_t element_bytes, size_t base) {

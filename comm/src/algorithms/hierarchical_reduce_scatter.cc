@@ -23,23 +23,19 @@ absl::Status HierarchicalReduceScatter::Run() {
     if (args_.send != args_.recv) std::memcpy(args_.recv, send, block);
     return absl::OkStatus();
   }
-  const LaneBlocks plan(nodes);
   const int lanes = nodes.lanes();
   const std::vector<int>& local = nodes.local_group();
-  const int my_lane = nodes.local_rank() < lanes ? nodes.local_rank() : -1;
-
+  const int my_lane = OwnLane(nodes);
   // Blocks packed by lane: the caller's send buffer is read-only and its layout is by rank.
-  std::byte* work = peers_.Scratch(block * p);
-  auto lane_at = [&](int lane) { return work + plan.first_block[lane] * block; };
-  auto lane_bytes = [&](int lane) { return plan.ranks[lane].size() * block; };
-  for (int d = 0; d < p; ++d) {
-    std::memcpy(lane_at(plan.lane_of(d)) + plan.index_of_rank[d] * block, send + d * block, block);
-  }
+  const PackedBlocks packed(nodes, peers_.Scratch(block * p), block);
+  const LaneBlocks& plan = packed.plan;
+  for (int d = 0; d < p; ++d) std::memcpy(packed.block_at(d), send + d * block, block);
 
   std::vector<Transfer> pending, reductions;
   for (int lane = 0; lane < lanes; ++lane) {
     if (lane != my_lane) {
-      pending.push_back(peers_.Send(local[lane], kReduceInNode, lane_at(lane), lane_bytes(lane)));
+      pending.push_back(
+          peers_.Send(local[lane], kReduceInNode, packed.lane_at(lane), packed.lane_bytes(lane)));
     }
   }
   if (my_lane < 0) {
@@ -50,22 +46,18 @@ absl::Status HierarchicalReduceScatter::Run() {
   }
   for (int r : local) {
     if (r == me) continue;
-    reductions.push_back(peers_.Recv(r, kReduceInNode,
-                                     RecvSink::Reduce(lane_at(my_lane), args_.dtype, args_.op),
-                                     lane_bytes(my_lane)));
+    reductions.push_back(peers_.Recv(
+        r, kReduceInNode, RecvSink::Reduce(packed.lane_at(my_lane), args_.dtype, args_.op),
+        packed.lane_bytes(my_lane)));
   }
   if (absl::Status s = peers_.Wait(reductions); !s.ok()) return s;
 
   const RankGroup across{nodes.lane_group(my_lane), nodes.node()};
   const std::vector<int>& starts = plan.node_start[my_lane];
   if (across.size() > 1) {
-    Segments segments;
-    for (int k = 0; k < across.size(); ++k) {
-      segments.offset.push_back(starts[k] * block);
-      segments.bytes.push_back((starts[k + 1] - starts[k]) * block);
-    }
-    if (absl::Status s = GroupRingReduceScatter(peers_, across, lane_at(my_lane), segments,
-                                                args_.dtype, args_.op, kReduceScatterAcross);
+    if (absl::Status s = GroupRingReduceScatter(peers_, across, packed.lane_at(my_lane),
+                                                packed.NodeSegments(my_lane), args_.dtype, args_.op,
+                                                kReduceScatterAcross);
         !s.ok()) {
       return s;
     }
@@ -74,7 +66,7 @@ absl::Status HierarchicalReduceScatter::Run() {
   // without a lane that belong to it.
   for (int i = starts[nodes.node()]; i < starts[nodes.node() + 1]; ++i) {
     const int d = plan.ranks[my_lane][i];
-    const std::byte* result = lane_at(my_lane) + i * block;
+    const std::byte* result = packed.lane_at(my_lane) + i * block;
     if (d == me) {
       std::memcpy(args_.recv, result, block);
     } else {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "transport/shm/streaming_copy.h"
 #include "weft/kernels/reduce.h"
 
 namespace weft {
@@ -14,6 +15,17 @@ constexpr size_t kHalfBytes = ArenaRounds::kHalfBytes;
 constexpr size_t kOneShotBytes = 16 << 10;
 constexpr int kCopiedIn = ArenaRounds::kCopiedIn;
 constexpr int kReduced = ArenaRounds::kReduced;
+// Outputs from this size up are written with non-temporal stores (see AllReduce).
+constexpr size_t kStreamingOutputBytes = size_t{1} << 20;
+
+// Copies with non-temporal stores when `stream` (see kStreamingOutputBytes).
+void CopyOut(bool stream, std::byte* dst, const std::byte* src, size_t bytes) {
+  if (stream) {
+    StreamingCopy(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
+}
 
 }  // namespace
 
@@ -84,25 +96,58 @@ absl::Status ShmDirect::ForEachRound(size_t count, size_t chunk, Body body) {
 }
 
 absl::Status ShmDirect::AllReduce() {
-  const int p = arena_.local_size();
+  const int p = arena_.local_size(), me = arena_.local_rank();
   const size_t es = args_.element_bytes();
   if (args_.count > 0 && args_.count * es <= ArenaRounds::kLineBytes) {
     return LineRound(args_.send, args_.count * es);
   }
   const auto* send = static_cast<const std::byte*>(args_.send);
   auto* recv = static_cast<std::byte*>(args_.recv);
-  return ForEachRound(
+  // A large output that nothing has touched this round is written around the cache: ordinary
+  // stores would read every line from memory first, only to overwrite it.
+  const bool stream = send != recv && args_.count * es >= kStreamingOutputBytes;
+  const absl::Status status = ForEachRound(
       args_.count, kHalfBytes / es, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
-        if (absl::Status s = CopyIn(round, mine, send + offset * es, n * es); !s.ok()) return s;
+        const std::byte* in = send + offset * es;
+        std::byte* out = recv + offset * es;
         if (n * es <= kOneShotBytes) {
+          if (absl::Status s = CopyIn(round, mine, in, n * es); !s.ok()) return s;
           for (int j = 0; j < p; ++j) sources_[j] = rounds_.Half(j, round);
-          ReduceMany(args_.dtype, args_.op, recv + offset * es, sources_.data(), p, n);
+          ReduceMany(args_.dtype, args_.op, out, sources_.data(), p, n);
           return absl::OkStatus();
         }
+        // Slice j of my half carries my contribution to slice j, which rank j reduces; my own
+        // slice is reduced straight from my input, so only (p-1)/p of the chunk is copied in.
         const Partition slices(n, p);
-        ReduceSlice(round, mine, slices);
-        return GatherSlices(round, slices, recv + offset * es);
+        for (int j = 0; j < p; ++j) {
+          if (j == me) continue;
+          std::memcpy(mine + slices.offset(j) * es, in + slices.offset(j) * es,
+                      slices.size(j) * es);
+        }
+        arena_.Publish(kCopiedIn, round);
+        if (absl::Status s = rounds_.WaitAllBegun(round); !s.ok()) return s;
+        if (absl::Status s = rounds_.CheckAllFingerprints(round); !s.ok()) return s;
+        const size_t at = slices.offset(me) * es, bytes = slices.size(me) * es;
+        for (int j = 0; j < p; ++j) sources_[j] = j == me ? in + at : rounds_.Half(j, round) + at;
+        if (stream) {
+          ReduceMany(args_.dtype, args_.op, mine + at, sources_.data(), p, slices.size(me));
+          StreamingCopy(out + at, mine + at, bytes);
+        } else {
+          // In place, `out + at` is `in + at`: the input slice is read before it is overwritten.
+          ReduceMany(args_.dtype, args_.op, out + at, sources_.data(), p, slices.size(me));
+          std::memcpy(mine + at, out + at, bytes);
+        }
+        arena_.Publish(kReduced, round);
+        for (int j = 0; j < p; ++j) {
+          if (j == me) continue;
+          if (absl::Status s = rounds_.WaitFor(j, kReduced, round); !s.ok()) return s;
+          CopyOut(stream, out + slices.offset(j) * es,
+                  rounds_.Half(j, round) + slices.offset(j) * es, slices.size(j) * es);
+        }
+        return absl::OkStatus();
       });
+  if (stream) StreamingCopyDone();
+  return status;
 }
 
 absl::Status ShmDirect::ReduceScatter() {
@@ -113,14 +158,18 @@ absl::Status ShmDirect::ReduceScatter() {
   const size_t block = args_.count;  // elements per rank
   const size_t chunk = std::max<size_t>(1, kHalfBytes / es / p);
   return ForEachRound(block, chunk, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
-    // Slot j of my half holds my contribution to rank j's block.
+    // Slot j of my half holds my contribution to rank j's block; mine is read from my input.
     for (int j = 0; j < p; ++j) {
+      if (j == me) continue;
       std::memcpy(mine + j * chunk * es, send + (j * block + offset) * es, n * es);
     }
     arena_.Publish(kCopiedIn, round);
     if (absl::Status s = rounds_.WaitAllBegun(round); !s.ok()) return s;
     if (absl::Status s = rounds_.CheckAllFingerprints(round); !s.ok()) return s;
-    for (int j = 0; j < p; ++j) sources_[j] = rounds_.Half(j, round) + me * chunk * es;
+    for (int j = 0; j < p; ++j) {
+      sources_[j] = j == me ? send + (me * block + offset) * es
+                            : rounds_.Half(j, round) + me * chunk * es;
+    }
     ReduceMany(args_.dtype, args_.op, recv + offset * es, sources_.data(), p, n);
     return absl::OkStatus();
   });
@@ -133,19 +182,23 @@ absl::Status ShmDirect::AllGather() {
   auto* recv = static_cast<std::byte*>(args_.recv);
   const size_t block = args_.count;
   const bool in_place = send == recv + me * block * es;
-  if (!in_place) std::memcpy(recv + me * block * es, send, block * es);
-  return ForEachRound(
+  const bool stream = !in_place && p * block * es >= kStreamingOutputBytes;
+  const absl::Status status = ForEachRound(
       block, kHalfBytes / es, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
         std::memcpy(mine, send + offset * es, n * es);
         arena_.Publish(kCopiedIn, round);
+        // My own block is copied while the peers copy theirs in.
+        if (!in_place) CopyOut(stream, recv + (me * block + offset) * es, mine, n * es);
         for (int j = 0; j < p; ++j) {
           if (j == me) continue;
           if (absl::Status s = rounds_.WaitFor(j, kCopiedIn, round); !s.ok()) return s;
           if (absl::Status s = rounds_.CheckFingerprint(j, round); !s.ok()) return s;
-          std::memcpy(recv + (j * block + offset) * es, rounds_.Half(j, round), n * es);
+          CopyOut(stream, recv + (j * block + offset) * es, rounds_.Half(j, round), n * es);
         }
         return absl::OkStatus();
       });
+  if (stream) StreamingCopyDone();
+  return status;
 }
 
 absl::Status ShmDirect::Broadcast() {

@@ -2,13 +2,15 @@
 // others' data straight out of the ShmArena, instead of passing messages around a ring.
 //
 // Data moves in rounds of one arena half (double-buffered, so round k+1's copy-in overlaps the
-// stragglers of round k). An all-reduce round is: copy my chunk in; reduce my 1/p slice of the
-// chunk from all p areas at once (ReduceMany: one pass, fp16/bf16 rounded once); copy every
-// rank's reduced slice out. Each rank thus reads its input once and writes its output once from
-// and to its own memory, like a memcpy, while the cross-rank traffic stays in the caches. Small
-// all-reduces skip the slice phase: every rank reduces the whole (tiny) chunk itself, which saves
-// one synchronisation; the tiniest, and barriers, travel in the arena's line counters, one cache
-// line per rank.
+// stragglers of round k). An all-reduce round is: copy into my half the p-1 slices of my chunk
+// that other ranks reduce; reduce my own 1/p slice from my input and the others' halves at once
+// (ReduceMany: one pass, fp16/bf16 rounded once) into my output, and leave a copy in my half;
+// copy every other rank's reduced slice out. Each rank thus reads its input once and writes its
+// output once, like a memcpy, while the cross-rank traffic stays in the caches. A large
+// out-of-place output is written with non-temporal stores, which spares reading every line of it
+// from memory before overwriting it. Small all-reduces skip the slice phase: every rank reduces
+// the whole (tiny) chunk itself, which saves one synchronisation; the tiniest, and barriers,
+// travel in the arena's line counters, one cache line per rank.
 //
 // Synchronisation is by monotonic counters in the arena (round numbers), never by resetting
 // flags, so there is nothing to clean up between operations.

@@ -1,0 +1,16 @@
+// Sizes on nccl-tests' command lines: "8", "1K", "128M", "1.5G". The suffix (either case) scales
+// by powers of two, as nccl-tests' parsesize does; fractions are allowed. Shared by the *_perf
+// tools and the peer harnesses, so one size list means the same bytes to both.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+
+#include "absl/strings/string_view.h"
+
+namespace weft::perf {
+
+// Empty when `text` is not a non-negative size (or exceeds 9e18 bytes).
+std::optional<size_t> ParseByteSize(absl::string_view text);
+
+}  // namespace weft::perf

@@ -1,0 +1,11 @@
+// How much longer than usual a test may let things take. Sanitizer builds run several times
+// slower, so scripts/run-sanitizers sets WEFT_TEST_TIME_SCALE and every time bound of a test
+// (job limits, "within N seconds" checks) is multiplied by it.
+#pragma once
+
+namespace weft::testing {
+
+// WEFT_TEST_TIME_SCALE as a positive whole number; 1 when unset or not a positive number.
+int TimeScale();
+
+}  // namespace weft::testing
