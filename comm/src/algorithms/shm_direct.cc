@@ -167,8 +167,8 @@ absl::Status ShmDirect::ReduceScatter() {
     if (absl::Status s = rounds_.WaitAllBegun(round); !s.ok()) return s;
     if (absl::Status s = rounds_.CheckAllFingerprints(round); !s.ok()) return s;
     for (int j = 0; j < p; ++j) {
-      sources_[j] = j == me ? send + (me * block + offset) * es
-                            : rounds_.Half(j, round) + me * chunk * es;
+      sources_[j] =
+          j == me ? send + (me * block + offset) * es : rounds_.Half(j, round) + me * chunk * es;
     }
     ReduceMany(args_.dtype, args_.op, recv + offset * es, sources_.data(), p, n);
     return absl::OkStatus();
