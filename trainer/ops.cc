@@ -6,12 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "vector_clones.h"
 #include "weft/kernels/reduce.h"
-
-// The elementwise ops are compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time.
-// Every variant evaluates the same IEEE operations per element (no FMA contraction under
-// -std=c++20), so results do not depend on the CPU.
-#define WEFT_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 namespace weft::trainer::ops {
 namespace {

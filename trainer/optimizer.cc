@@ -3,15 +3,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "vector_clones.h"
+
 namespace weft::trainer {
 
 AdamW::AdamW(const ParamLayout& layout, const AdamWSettings& settings)
     : layout_(layout), settings_(settings), m_(layout.total(), 0.0f), v_(layout.total(), 0.0f) {}
 
 // Compiled for AVX-512, AVX2 and baseline; the same IEEE operations per element in each.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void AdamW::Step(float* params,
-                                                                              const float* grads,
-                                                                              double lr) {
+WEFT_VECTOR_CLONES void AdamW::Step(float* params, const float* grads, double lr) {
   ++step_;
   const float b1 = static_cast<float>(settings_.beta1);
   const float b2 = static_cast<float>(settings_.beta2);

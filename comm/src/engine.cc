@@ -24,6 +24,15 @@ constexpr absl::Duration kIdleAfter = absl::Milliseconds(20);
 // wait this long.
 constexpr absl::Duration kCompareCallsWait = absl::Seconds(2);
 
+// "all_reduce(count=4096, float, sum)": what the ranks compare after a mismatch.
+std::string DescribeCall(const OpSummary& op) {
+  std::string call = absl::StrCat(op.name, "(count=", op.count);
+  if (*op.dtype != '\0') absl::StrAppend(&call, ", ", op.dtype);
+  if (*op.reduce_op != '\0') absl::StrAppend(&call, ", ", op.reduce_op);
+  if (op.root >= 0) absl::StrAppend(&call, ", root=", op.root);
+  return call + ")";
+}
+
 }  // namespace
 
 bool Work::Test() const {
@@ -114,10 +123,26 @@ void Engine::Execute(internal::OpState& state) {
     return;
   }
   if (!failed_before.ok()) {
-    Complete(state,
-             absl::FailedPreconditionError(absl::StrCat(
-                 describe_rank_, ": ", state.op->Describe(),
-                 ": not run because an earlier operation failed: ", failed_before.message())));
+    std::string message =
+        absl::StrCat(describe_rank_, ": ", state.op->Describe(),
+                     ": not run because an earlier operation failed: ", failed_before.message());
+    // A rank may learn of a mismatch in this very operation from another rank's report before
+    // it starts it: it still says what it called, and when the report is about this operation
+    // it compares the calls like the ranks that ran it.
+    if (const OpSummary op = state.op->Summarize(); op.collective && watch_ != nullptr) {
+      const absl::string_view cause = failed_before.message();
+      if (absl::StrContains(cause, "mismatched") &&
+          absl::StrContains(cause, absl::StrCat(" #", op.seq, " ("))) {
+        if (const std::string diff =
+                watch_->CompareCalls(op.seq, DescribeCall(op), kCompareCallsWait);
+            !diff.empty()) {
+          absl::StrAppend(&message, "; what each rank called: ", diff);
+        }
+      } else {
+        watch_->PublishCall(op.seq, DescribeCall(op));
+      }
+    }
+    Complete(state, absl::FailedPreconditionError(message));
     return;
   }
   recorder_.Started(state.record);
@@ -175,12 +200,8 @@ absl::Status Engine::Failed(internal::OpState& state, const absl::Status& cause)
   if (watch_ != nullptr && !aborted && absl::StrContains(message, "mismatched")) {
     const OpSummary op = state.op->Summarize();
     if (op.collective) {
-      std::string call = absl::StrCat(op.name, "(count=", op.count);
-      if (*op.dtype != '\0') absl::StrAppend(&call, ", ", op.dtype);
-      if (*op.reduce_op != '\0') absl::StrAppend(&call, ", ", op.reduce_op);
-      if (op.root >= 0) absl::StrAppend(&call, ", root=", op.root);
-      call += ")";
-      if (const std::string diff = watch_->CompareCalls(op.seq, call, kCompareCallsWait);
+      if (const std::string diff =
+              watch_->CompareCalls(op.seq, DescribeCall(op), kCompareCallsWait);
           !diff.empty()) {
         absl::StrAppend(&message, "; what each rank called: ", diff);
       }

@@ -24,6 +24,9 @@ namespace {
 // re-parks in rounds of kStoreGetRoundMs).
 constexpr absl::Duration kWatchRound = absl::Milliseconds(250);
 
+// Where each rank publishes what it called as operation #seq: the prefix of "call/<seq>/<rank>".
+std::string CallKey(uint64_t seq) { return absl::StrCat("call/", seq, "/"); }
+
 }  // namespace
 
 std::string FormatRankProcess(const RankProcess& process) {
@@ -147,9 +150,14 @@ void FaultWatch::Publish(absl::string_view report) {
   }
 }
 
+void FaultWatch::PublishCall(uint64_t seq, const std::string& call) const {
+  // Best effort: a store that is gone leaves the peers with "did not say".
+  (void)store_->Set(absl::StrCat(CallKey(seq), rank_), call);
+}
+
 std::string FaultWatch::CompareCalls(uint64_t seq, const std::string& call,
                                      absl::Duration wait) const {
-  const std::string key = absl::StrCat("call/", seq, "/");
+  const std::string key = CallKey(seq);
   if (!store_->Set(absl::StrCat(key, rank_), call).ok()) return "";
   const Deadline deadline = Deadline::In(wait);
   std::map<std::string, std::vector<int64_t>> calls;  // what was called -> by whom

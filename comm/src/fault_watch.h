@@ -82,6 +82,9 @@ class FaultWatch {
   // "rank 3 called all_gather(count=1024, float) as op #57, ranks 0-2 called all_reduce(...)".
   // Ranks that did not answer in time are listed as such; "" when every answer agrees.
   std::string CompareCalls(uint64_t seq, const std::string& call, absl::Duration wait) const;
+  // Only the publishing half, for a rank that does not run operation #`seq` (an earlier failure
+  // stopped it) but whose peers may be comparing it.
+  void PublishCall(uint64_t seq, const std::string& call) const;
 
   // "pid 4321 on host node7" for rank `r`.
   std::string Describe(int r) const;

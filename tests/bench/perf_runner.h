@@ -2,8 +2,6 @@
 // bounds (weftrun's --timeout, then RunProcess's SIGKILL) so a hung tool fails the test.
 #pragma once
 
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -13,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
+#include "temp_dir.h"
 
 namespace weft::testing {
 
@@ -33,10 +32,11 @@ inline ProcessResult RunTool(const std::string& tool, int ranks,
   return RunProcess(argv, env, std::chrono::seconds(limit_s + 10));
 }
 
-// A fresh path in the test's temporary directory.
+// A fresh path in a directory of this test process's, removed when the process exits.
 inline std::string TempPath(const std::string& name) {
+  static const TempDir dir("perf-test");
   static std::atomic<int> counter{0};
-  return absl::StrCat(::testing::TempDir(), "/perf_", getpid(), "_", counter++, "_", name);
+  return absl::StrCat(dir.path(), "/", counter++, "_", name);
 }
 
 }  // namespace weft::testing

@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -17,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "json.h"
 #include "rank_job.h"
+#include "temp_dir.h"
 #include "time_scale.h"
 #include "weft/comm/communicator.h"
 #include "weft/topology/host.h"
@@ -51,23 +51,6 @@ std::string Describe(const JobOutcome& job) {
 void ShowIfVerbose(const JobOutcome& job) {
   if (std::getenv("WEFT_TEST_VERBOSE") != nullptr) std::printf("%s", Describe(job).c_str());
 }
-
-// A directory for the job's flight-recorder dumps, removed with everything in it at the end.
-class TempDir {
- public:
-  TempDir() {
-    char path[] = "/tmp/weft-fault-testXXXXXX";
-    path_ = mkdtemp(path) != nullptr ? path : "";
-    EXPECT_FALSE(path_.empty()) << "mkdtemp failed";
-  }
-  ~TempDir() {
-    if (!path_.empty()) std::filesystem::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 class DeadPeer : public ::testing::TestWithParam<std::string> {};
 

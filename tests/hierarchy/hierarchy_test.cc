@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
+#include "temp_dir.h"
 #include "time_scale.h"
 
 namespace weft::testing {
@@ -21,14 +22,10 @@ namespace {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
-// A fresh tuning cache per job: calibration runs, and the user's cache stays untouched.
-std::string FreshCacheDir() {
-  char path[] = "/tmp/weft-hierarchy-test-XXXXXX";
-  return mkdtemp(path) != nullptr ? path : "/tmp";
-}
-
 // Runs `program args` on one rank per word of `hosts` ("a a b b": 2 nodes x 2 ranks).
 ProcessResult RunJob(const std::string& hosts, std::vector<std::string> program, Env extra) {
+  // A fresh tuning cache per job: calibration runs, and the user's cache stays untouched.
+  const TempDir cache("hierarchy-test");
   const int limit_s = 120 * TimeScale();
   const int ranks = static_cast<int>(
       std::vector<std::string>(absl::StrSplit(hosts, ' ', absl::SkipEmpty())).size());
@@ -38,7 +35,7 @@ ProcessResult RunJob(const std::string& hosts, std::vector<std::string> program,
   Env env = {{"WEFT_FAKE_HOSTS", hosts},
              {"WEFT_SOCKET_IFNAME", "lo"},
              {"WEFT_TIMEOUT", "60"},
-             {"WEFT_CACHE_DIR", FreshCacheDir()}};
+             {"WEFT_CACHE_DIR", cache.path()}};
   env.insert(env.end(), extra.begin(), extra.end());
   return RunProcess(argv, env, std::chrono::seconds(limit_s + 10));
 }

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "node_layout.h"
 #include "peers.h"
+#include "temp_dir.h"
 
 namespace weft {
 namespace {
@@ -42,12 +43,6 @@ CostModel TestModel() {
   CostModel model;
   EXPECT_TRUE(model.Merge(kModel, "test.txt").ok());
   return model;
-}
-
-std::string TempDir() {
-  char path[] = "/tmp/weft-tuner-test-XXXXXX";
-  EXPECT_NE(mkdtemp(path), nullptr);
-  return path;
 }
 
 // A communicator's view for the selector: links are never touched while choosing.
@@ -223,8 +218,8 @@ TEST(Selector, KnowsTheHierarchicalNames) {
 class Calibration : public ::testing::Test {
  protected:
   void SetUp() override {
-    cache_ = TempDir();
-    store_dir_ = TempDir();
+    ASSERT_FALSE(cache_dir_.path().empty());
+    ASSERT_FALSE(store_dir_.path().empty());
     setenv("WEFT_CACHE_DIR", cache_.c_str(), 1);
     unsetenv("WEFT_TUNING_FILE");
   }
@@ -233,13 +228,14 @@ class Calibration : public ::testing::Test {
     unsetenv("WEFT_TUNING_FILE");
   }
   absl::StatusOr<CostModel> Load(const std::vector<std::string>& hosts) {
-    FileStore store(store_dir_);
+    FileStore store(store_dir_.path());
     auto peers = FakePeers(hosts, 0);
     return LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
   }
 
-  std::string cache_;
-  std::string store_dir_;
+  const testing::TempDir cache_dir_{"tuner-test"};
+  const testing::TempDir store_dir_{"tuner-test"};
+  const std::string& cache_ = cache_dir_.path();
 };
 
 TEST_F(Calibration, ATuningFileIsTheModelAndNothingIsCached) {

@@ -30,6 +30,7 @@
 #include "deadline.h"
 #include "gtest/gtest.h"
 #include "op_kind.h"
+#include "temp_dir.h"
 #include "transport/link.h"
 #include "transport/shm/arena.h"
 #include "transport/shm/ring.h"
@@ -39,32 +40,12 @@
 namespace weft {
 namespace {
 
+using ::weft::testing::TempDir;
+
 constexpr int kChildAlarmSeconds = 20;
 constexpr size_t kLarge = size_t{64} << 20;
 
 // ---- Process harness --------------------------------------------------------------------------
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/weft-shm-test-XXXXXX";
-    if (const char* path = mkdtemp(pattern)) path_ = path;
-  }
-  ~TempDir() {
-    if (path_.empty()) return;
-    if (DIR* dir = opendir(path_.c_str())) {
-      while (dirent* entry = readdir(dir)) {
-        if (entry->d_name[0] != '.') unlink((path_ + "/" + entry->d_name).c_str());
-      }
-      closedir(dir);
-    }
-    rmdir(path_.c_str());
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string NewUniqueName(absl::string_view test) {
   static int counter = 0;

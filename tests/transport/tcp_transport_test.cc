@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,6 +33,7 @@
 #include "deadline.h"
 #include "gtest/gtest.h"
 #include "op_kind.h"
+#include "temp_dir.h"
 #include "transport/link.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/listener_record.h"
@@ -48,19 +48,7 @@ constexpr unsigned kChildAlarmSeconds = 12;
 constexpr absl::Duration kConnectTimeout = absl::Seconds(8);
 constexpr absl::Duration kWorkTimeout = absl::Seconds(8);
 
-// A temporary directory for the FileStore, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/weft-tcp-test-XXXXXX";
-    path_ = mkdtemp(pattern);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::weft::testing::TempDir;
 
 // What one rank sees: its store, and its links indexed by peer rank (null for itself).
 struct RankContext {

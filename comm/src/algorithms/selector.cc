@@ -58,6 +58,13 @@ absl::StatusOr<AlgorithmSelector> AlgorithmSelector::Create(absl::string_view sp
   return selector;
 }
 
+uint64_t AlgorithmSelector::PackDecision(OpKind kind, size_t bytes, AlgorithmId id) {
+  static_assert(sizeof(OpKind) == 2);
+  if (bytes >= uint64_t{1} << 40) return kNoDecision;
+  return (uint64_t{bytes} << 24) | (uint64_t{static_cast<uint16_t>(kind)} << 8) |
+         static_cast<uint8_t>(id);
+}
+
 std::optional<AlgorithmId> AlgorithmSelector::Forced(OpKind kind) const {
   if (auto it = forced_.find(kind); it != forced_.end()) return it->second;
   if (forced_all_ && Implements(*forced_all_, kind)) return forced_all_;
@@ -67,10 +74,19 @@ std::optional<AlgorithmId> AlgorithmSelector::Forced(OpKind kind) const {
 AlgorithmId AlgorithmSelector::Choose(OpKind kind, size_t bytes, const Peers& peers) const {
   const std::optional<AlgorithmId> forced = Forced(kind);
   if (forced && Usable(*forced, peers)) return *forced;
+  // The packed call with algorithm 0: the latest decision's key part if it was for this call.
+  const uint64_t key = PackDecision(kind, bytes, AlgorithmId{});
+  const uint64_t latest = decided_->latest.load(std::memory_order_relaxed);
+  if (key != kNoDecision && (latest & ~uint64_t{0xff}) == key) {
+    return static_cast<AlgorithmId>(latest & 0xff);
+  }
   const std::pair<OpKind, size_t> call{kind, bytes};
   {
     std::lock_guard<std::mutex> lock(decided_->mu);
-    if (auto it = decided_->by_call.find(call); it != decided_->by_call.end()) return it->second;
+    if (auto it = decided_->by_call.find(call); it != decided_->by_call.end()) {
+      decided_->latest.store(PackDecision(kind, bytes, it->second), std::memory_order_relaxed);
+      return it->second;
+    }
   }
   const TuningShape shape = TuningShape::Of(peers);
   const TunerChoice choice = tuner_->Choose(kind, bytes, shape);
@@ -78,6 +94,7 @@ AlgorithmId AlgorithmSelector::Choose(OpKind kind, size_t bytes, const Peers& pe
     std::lock_guard<std::mutex> lock(decided_->mu);
     if (decided_->by_call.size() >= kRememberedDecisions) decided_->by_call.clear();
     decided_->by_call.emplace(call, choice.algorithm);
+    decided_->latest.store(PackDecision(kind, bytes, choice.algorithm), std::memory_order_relaxed);
   }
   if (!DebugEnabled(DebugLevel::kInfo)) return choice.algorithm;
   if (forced) {

@@ -8,6 +8,7 @@
 // across hosts) falls back to the tuner's choice, and WEFT_DEBUG=INFO says so.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -60,7 +61,13 @@ class AlgorithmSelector {
   struct Decided {
     std::mutex mu;
     std::map<std::pair<OpKind, size_t>, AlgorithmId> by_call;
+    // The latest decision (PackDecision), read without the lock: a loop of one collective at
+    // one size, the common case, never takes it.
+    std::atomic<uint64_t> latest{kNoDecision};
   };
+  static constexpr uint64_t kNoDecision = ~uint64_t{0};
+  // (bytes, kind, algorithm) in one word; kNoDecision for sizes too large to pack.
+  static uint64_t PackDecision(OpKind kind, size_t bytes, AlgorithmId id);
   std::shared_ptr<Decided> decided_ = std::make_shared<Decided>();
 };
 
