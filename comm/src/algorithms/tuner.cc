@@ -87,9 +87,14 @@ double CostTuner::Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
     }
     case AlgorithmId::kTree: {
       // Pipelined binomial tree: each level forwards chunk by chunk; the root sends the whole
-      // buffer to each of its log p children.
+      // buffer to each of its log p children. Over ranks numbered node by node (as launchers
+      // number them) the first log(nodes) levels cross nodes and the rest stay inside them.
       const double chunks = std::max(1.0, std::ceil(n / kTreeChunkBytes));
-      double t = (log_p + chunks - 1) * a + log_p * n * b;
+      const double across = shape.nodes > 1 ? Log2Ceil(shape.nodes) : 0;
+      const double inside = std::max(0.0, log_p - across);
+      const LinkCost local = model_.Get("shm", shape.max_local);
+      double t =
+          (chunks - 1) * a + across * (a + n * b) + inside * (local.alpha() + n * local.beta());
       if (kind == OpKind::kReduce) t += log_p * n * g;
       return t;
     }
