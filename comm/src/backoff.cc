@@ -20,6 +20,8 @@ void Backoff::SetOversubscribed(bool oversubscribed) {
   spin_rounds.store(oversubscribed ? 0 : kSpinRounds, std::memory_order_relaxed);
 }
 
+bool Backoff::Oversubscribed() { return spin_rounds.load(std::memory_order_relaxed) == 0; }
+
 void Backoff::Pause(std::vector<pollfd>* fds, int max_sleep_ms) {
   ++idle_rounds_;
   const uint32_t spin = spin_rounds.load(std::memory_order_relaxed);

@@ -36,6 +36,7 @@ class Backoff {
   // Process-wide: when this host runs more ranks than it has cores, spinning only delays the
   // peer that would end the wait, so waits start by yielding instead.
   static void SetOversubscribed(bool oversubscribed);
+  static bool Oversubscribed();
 
  private:
   uint32_t idle_rounds_ = 0;

@@ -23,9 +23,13 @@ constexpr size_t kPageBytes = 4096;
 
 // A waiter first spins (a publisher on another core answers within a cache-line transfer, well
 // under a microsecond), then yields (oversubscribed ranks hand the core to the publisher), then
-// sleeps on the futex. Both phases together last a few tens of microseconds.
+// sleeps on the futex. Oversubscribed, the yields last a few tens of microseconds; with a core
+// per rank they go on for a millisecond, because waking a sleeper costs far more than a yield
+// that finds nothing else to run: in a VM the sleeper's virtual CPU halts, and one late wake-up
+// cost a loop of 1000 8-byte all-reduces 5 us per operation.
 constexpr int kSpinRounds = 256;
 constexpr int kYieldRounds = 64;
+constexpr int64_t kYieldWithOwnCoreNs = 1'000'000;
 // Futex sleeps are this short so the deadline, the abort flag and the publisher's liveness are
 // looked at often; a Publish wakes the sleeper at once regardless.
 constexpr int64_t kMaxSleepUs = 10'000;
@@ -285,6 +289,12 @@ absl::Status ShmArena::WaitAtLeast(int r, int index, uint64_t value,
     if (reached()) return absl::OkStatus();
   }
   int64_t last_check_ns = CoarseMonotonicNs();
+  if (!Backoff::Oversubscribed()) {
+    while (CoarseMonotonicNs() - last_check_ns < kYieldWithOwnCoreNs && !deadline.Aborted()) {
+      sched_yield();
+      if (reached()) return absl::OkStatus();
+    }
+  }
   while (true) {
     if (deadline.Aborted() || deadline.Expired()) {
       return deadline.Check(absl::StrCat(
