@@ -29,6 +29,9 @@ inline ProcessResult RunTool(const std::string& tool, int ranks,
                                    "--",          ToolPath(tool)};
   argv.insert(argv.end(), flags.begin(), flags.end());
   env.emplace_back("WEFT_TIMEOUT", "30");
+  // Runs that fail on purpose dump their flight recorders: here, not in /tmp for good.
+  const TempDir dumps("perf-test");
+  env.emplace_back("WEFT_FLIGHT_RECORDER_DIR", dumps.path());
   return RunProcess(argv, env, std::chrono::seconds(limit_s + 10));
 }
 

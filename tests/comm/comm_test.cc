@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
+#include "temp_dir.h"
 #include "time_scale.h"
 
 namespace weft::testing {
@@ -41,6 +42,9 @@ ProcessResult RunJob(int ranks, const std::string& suite, const Layout& layout, 
   Env env = layout.env;
   env.insert(env.end(), extra.begin(), extra.end());
   env.emplace_back("WEFT_TIMEOUT", "60");
+  // Jobs that fail on purpose dump their flight recorders: here, not in /tmp for good.
+  const TempDir dumps("comm-test");
+  env.emplace_back("WEFT_FLIGHT_RECORDER_DIR", dumps.path());
   return RunProcess(argv, env, std::chrono::seconds(limit_s + 10));
 }
 
