@@ -7,9 +7,10 @@
 // sequence numbers), so the arena never needs resetting between operations.
 //
 // Waiting is tuned for both cases Weft meets: with a core per rank a waiter sees a Publish within
-// a cache-line transfer because it starts by spinning; oversubscribed (8 ranks on 2 cores) it
-// soon yields and then sleeps on a futex, so it stops stealing the core the publisher needs, and
-// Publish makes the futex system call only when somebody actually sleeps.
+// a cache-line transfer because it starts by spinning, and it yields rather than sleeps for the
+// first millisecond (waking a sleeper costs more than the wait); oversubscribed (8 ranks on
+// 2 cores) it soon yields and then sleeps on a futex, so it stops stealing the core the publisher
+// needs. Publish makes the futex system call only when somebody actually sleeps.
 #pragma once
 
 #include <sys/types.h>
