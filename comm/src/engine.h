@@ -51,7 +51,7 @@ namespace internal {
 struct OpState {
   std::unique_ptr<Op> op;        // released once run
   std::weak_ptr<Engine> engine;  // for caller-runs; expired once the engine is gone
-  uint64_t record = 0;  // FlightRecorder id
+  uint64_t record = 0;           // FlightRecorder id
   std::atomic<bool> done{false};
   absl::Status status;  // written before `done` becomes true
 };
@@ -124,7 +124,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const std::string describe_rank_;
   const absl::Duration op_timeout_;
   std::atomic<bool> aborted_{false};
-  std::atomic<bool> stop_{false};  // ends the running operation's waits: abort or a peer's fault
+  std::atomic<bool> stop_{false};    // ends the running operation's waits: abort or a peer's fault
   std::atomic<bool> failed_{false};  // sticky_error_ is set: spares the lock on the fast path
   std::atomic<int> inline_waiters_{0};  // callers in WaitFor that may run the queue themselves
   // Counts Submit and Wait calls: the progress thread stays away until it has seen no change

@@ -32,6 +32,7 @@
 #include "backoff.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "temp_dir.h"
 
 extern char** environ;
 
@@ -250,12 +251,6 @@ bool AllGone(const std::vector<pid_t>& pids, absl::Duration bound) {
   return true;
 }
 
-std::string TempDir() {
-  char path[] = "/tmp/weftrun-test-XXXXXX";
-  EXPECT_NE(mkdtemp(path), nullptr);
-  return path;
-}
-
 int FreePort() {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr = {};
@@ -428,7 +423,8 @@ TEST(LauncherTest, RankKilledBySignalIsNamed) {
 }
 
 TEST(LauncherTest, RankIgnoringSigtermIsKilledAfterTheGrace) {
-  const std::string dir = TempDir();
+  const weft::testing::TempDir temp("weftrun-test");
+  const std::string& dir = temp.path();
   const Finished f = RunWeftrun({"-n", "2", "--timeout", "20", "/bin/sh", "-c",
                                  absl::StrCat("if [ $WEFT_RANK = 0 ]; then"
                                               "  while [ ! -e ",
@@ -475,7 +471,8 @@ TEST(LauncherTest, ProgramThatCannotRunExits127) {
             "weftrun: cannot run 'weft-program-that-does-not-exist': "
             "not found in PATH (/usr/bin:/bin)\n");
 
-  const std::string dir = TempDir();
+  const weft::testing::TempDir temp("weftrun-test");
+  const std::string& dir = temp.path();
   const std::string plain = dir + "/plain";
   const std::string no_interpreter = dir + "/no-interpreter";
   std::ofstream(plain) << "echo hello\n";

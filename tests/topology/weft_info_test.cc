@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
+#include "temp_dir.h"
 
 namespace weft::testing {
 namespace {
@@ -34,14 +35,11 @@ ProcessResult Info(const std::vector<std::string>& args, const Env& env = {}) {
 // A file in a fresh temporary directory, removed with the fixture.
 class WeftInfo : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/weft-info-test-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
+  void SetUp() override { ASSERT_FALSE(dir_.path().empty()); }
+  std::string Path(const std::string& name) const {
+    return (fs::path(dir_.path()) / name).string();
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
-  std::string dir_;
+  const weft::testing::TempDir dir_{"info-test"};
 };
 
 std::string ReadFile(const std::string& path) {
