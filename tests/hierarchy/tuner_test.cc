@@ -33,10 +33,15 @@ shm.gbps 4
 net.alpha_us 50   # a slow network
 net.gbps 1
 reduce.gbps 8
-shm_direct.2.alpha_us 1
-shm_direct.2.gbps 4
-cma_direct.2.alpha_us 10
-cma_direct.2.gbps 10
+shm_direct.all_reduce.2.alpha_us 1
+shm_direct.all_reduce.2.gbps 4
+cma_direct.all_reduce.2.alpha_us 10
+cma_direct.all_reduce.2.gbps 10
+shm_direct.all_gather.2.alpha_us 1
+shm_direct.all_gather.2.gbps 4
+cma_direct.all_gather.2.alpha_us 3
+cma_direct.all_gather.2.gbps 3
+cma_direct.all_gather.2.cached_gbps 20
 )";
 
 CostModel TestModel() {
@@ -59,10 +64,12 @@ TEST(CostModel, ParsesEntriesWithAndWithoutGroupSizes) {
   EXPECT_DOUBLE_EQ(model.Get("shm", 7).alpha_us, 2);
   EXPECT_DOUBLE_EQ(model.Get("net", 2).gbps, 1);
   EXPECT_DOUBLE_EQ(model.reduce_gbps(), 8);
-  EXPECT_DOUBLE_EQ(model.Get("cma_direct", 2).gbps, 10);
+  EXPECT_DOUBLE_EQ(model.Get("cma_direct.all_reduce", 2).gbps, 10);
+  EXPECT_DOUBLE_EQ(model.Get("cma_direct.all_gather", 2).cached_gbps, 20);
   // A direct algorithm measured on 2 ranks, asked for 4: the memory bus is shared.
-  EXPECT_DOUBLE_EQ(model.Get("shm_direct", 4).gbps, 2);
-  EXPECT_DOUBLE_EQ(model.Get("shm_direct", 4).alpha_us, 1);
+  EXPECT_DOUBLE_EQ(model.Get("shm_direct.all_reduce", 4).gbps, 2);
+  EXPECT_DOUBLE_EQ(model.Get("shm_direct.all_reduce", 4).alpha_us, 1);
+  EXPECT_DOUBLE_EQ(model.Get("cma_direct.all_gather", 4).cached_gbps, 10);
   EXPECT_TRUE(model.Has("shm", 0));
   EXPECT_FALSE(model.Has("shm", 2));
 }
@@ -79,7 +86,7 @@ TEST(CostModel, SizedEntriesWinAndTheNearestSizeStandsIn) {
   EXPECT_DOUBLE_EQ(model.Get("net", 2).alpha_us, 40);  // nearest size, links are not scaled
   EXPECT_DOUBLE_EQ(model.Get("net", 2).gbps, 3);
   // Never measured: three passes at shm speed.
-  EXPECT_DOUBLE_EQ(model.Get("cma_direct", 4).gbps, 2.0 / 3);
+  EXPECT_DOUBLE_EQ(model.Get("cma_direct.broadcast", 4).gbps, 2.0 / 3);
 }
 
 TEST(CostModel, FormatReadsBackTheSameModel) {
@@ -87,7 +94,8 @@ TEST(CostModel, FormatReadsBackTheSameModel) {
   CostModel again;
   ASSERT_TRUE(again.Merge(model.Format(), "formatted").ok());
   EXPECT_EQ(again.Format(), model.Format());
-  EXPECT_DOUBLE_EQ(again.Get("cma_direct", 2).alpha_us, 10);
+  EXPECT_DOUBLE_EQ(again.Get("cma_direct.all_reduce", 2).alpha_us, 10);
+  EXPECT_DOUBLE_EQ(again.Get("cma_direct.all_gather", 2).cached_gbps, 20);
 }
 
 TEST(CostModel, ErrorsNameTheFileLineAndTheValidKeys) {
@@ -98,7 +106,10 @@ TEST(CostModel, ErrorsNameTheFileLineAndTheValidKeys) {
   for (const Case& c :
        {Case{"shm.gbps 4\n\nnet.speed 3\n", "f.txt:3"}, Case{"shm.gbps -1\n", "positive"},
         Case{"shm.gbps\n", "two words"}, Case{"gpu.alpha_us 1\n", "unknown key"},
-        Case{"shm.x.gbps 1\n", "RANKS"}, Case{"net.alpha_us 3\n", "both"}}) {
+        Case{"shm.x.gbps 1\n", "RANKS"}, Case{"net.alpha_us 3\n", "both"},
+        Case{"shm_direct.2.gbps 1\n", "shm_direct.COLLECTIVE"},
+        Case{"cma_direct.all_to_all.gbps 1\n", "unknown key"},
+        Case{"shm.cached_gbps 1\n", "unknown field"}}) {
     CostModel model;
     absl::Status status = model.Merge(c.text, "f.txt");
     EXPECT_FALSE(status.ok()) << c.text;
@@ -132,11 +143,17 @@ TEST(LaneBlocks, PacksEachLaneNodeByNode) {
   EXPECT_EQ(plan.index_of_rank[1], 2);
 }
 
-TEST(CostTuner, OneHostTakesTheDirectAlgorithmThatIsCheaperAtEachSize) {
-  const CostTuner tuner(TestModel());
+// Where both direct algorithms can run.
+TuningShape TwoRanksOnOneHost() {
   TuningShape shape;
   shape.ranks = 2;
   shape.arena = shape.remote_read = true;
+  return shape;
+}
+
+TEST(CostTuner, OneHostTakesTheDirectAlgorithmThatIsCheaperAtEachSize) {
+  const CostTuner tuner(TestModel());
+  TuningShape shape = TwoRanksOnOneHost();
   // shm_direct: 1 us + n / 4 GB/s; cma_direct: 10 us + n / 10 GB/s; they cross at 60 kB.
   EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, 8, shape).algorithm, AlgorithmId::kShmDirect);
   EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, 32 << 10, shape).algorithm, AlgorithmId::kShmDirect);
@@ -155,6 +172,26 @@ TEST(CostTuner, OneHostTakesTheDirectAlgorithmThatIsCheaperAtEachSize) {
   shape.ranks = 3;
   EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, 64 << 20, shape).algorithm, AlgorithmId::kRing);
   EXPECT_EQ(tuner.Choose(OpKind::kBroadcast, 8, shape).algorithm, AlgorithmId::kTree);
+}
+
+TEST(CostTuner, EachDirectCollectiveHasItsOwnCurveWithACachedPart) {
+  const CostTuner tuner(TestModel());
+  const TuningShape shape = TwoRanksOnOneHost();
+  // all_gather: shm_direct 1 us + n / 4 GB/s; cma_direct 3 us + n / 20 GB/s in the caches and
+  // n / 3 GB/s past them: cma_direct wins the middle sizes only.
+  EXPECT_EQ(tuner.Choose(OpKind::kAllGather, 8, shape).algorithm, AlgorithmId::kShmDirect);
+  EXPECT_EQ(tuner.Choose(OpKind::kAllGather, 256 << 10, shape).algorithm, AlgorithmId::kCmaDirect);
+  EXPECT_EQ(tuner.Choose(OpKind::kAllGather, 64 << 20, shape).algorithm, AlgorithmId::kShmDirect);
+  const double cached = CostModel::kCachedBytes;
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kCmaDirect, OpKind::kAllGather, 2 * cached, shape),
+              3e-6 + cached / 20e9 + cached / 3e9, 1e-12);
+  // Without entries of its own a collective is priced from the defaults, not from another's.
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kShmDirect, OpKind::kBroadcast, 1e6, shape),
+              2 * 2e-6 + 1e6 / (4e9 / 3), 1e-12);
+  // A reduce makes an all-reduce's copies; a barrier pays the fixed part only.
+  EXPECT_DOUBLE_EQ(tuner.Predict(AlgorithmId::kShmDirect, OpKind::kReduce, 1e6, shape),
+                   tuner.Predict(AlgorithmId::kShmDirect, OpKind::kAllReduce, 1e6, shape));
+  EXPECT_DOUBLE_EQ(tuner.Predict(AlgorithmId::kShmDirect, OpKind::kBarrier, 1e6, shape), 1e-6);
 }
 
 TEST(CostTuner, PricesTheRingWithTheFormulaOfTheSpec) {
@@ -264,7 +301,7 @@ TEST_F(Calibration, TheHostCacheIsReadWhenItCoversTheCommunicator) {
   absl::StatusOr<CostModel> model = Load({"a"});
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->source(), TuningCachePath());
-  EXPECT_DOUBLE_EQ(model->Get("cma_direct", 2).alpha_us, 10);
+  EXPECT_DOUBLE_EQ(model->Get("cma_direct.all_reduce", 2).alpha_us, 10);
 }
 
 TEST_F(Calibration, ASingleRankHasNothingToMeasure) {

@@ -104,32 +104,14 @@ double CostTuner::Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
       return log_p * a;
     case AlgorithmId::kShmDirect:
     case AlgorithmId::kCmaDirect: {
-      // Calibration times the all-reduce; the other collectives take a share of its time per
-      // byte, measured with bench/tuner-check at 2 ranks from 2 to 128 MiB. shm_direct's
-      // broadcast copies every byte in and out through the arena, as much as its all-reduce;
-      // cma_direct's all-reduce is its reduce-scatter then its all-gather, and its broadcast a
-      // single read of the root's buffer.
-      const bool shm = algorithm == AlgorithmId::kShmDirect;
-      if (!(shm ? shape.arena : shape.remote_read)) return -1;
-      const LinkCost direct = model_.Get(Name(algorithm), p);
-      double share_of_all_reduce = 1;
-      switch (kind) {
-        case OpKind::kAllReduce:
-        case OpKind::kReduce:
-          break;
-        case OpKind::kBarrier:
-          share_of_all_reduce = 0;
-          break;
-        case OpKind::kBroadcast:
-          share_of_all_reduce = shm ? 1.0 : 0.65;
-          break;
-        case OpKind::kReduceScatter:
-          share_of_all_reduce = shm ? 0.7 : 0.57;
-          break;
-        default:
-          share_of_all_reduce = shm ? 0.6 : 0.55;
-      }
-      return direct.alpha() + share_of_all_reduce * n * direct.beta();
+      // Each collective is calibrated on its own; a reduce makes the copies of an all-reduce,
+      // and a barrier costs what its fixed part does.
+      if (!(algorithm == AlgorithmId::kShmDirect ? shape.arena : shape.remote_read)) return -1;
+      const OpKind measured =
+          kind == OpKind::kReduce || kind == OpKind::kBarrier ? OpKind::kAllReduce : kind;
+      const LinkCost direct =
+          model_.Get(CostModel::DirectClass(Name(algorithm), Name(measured)), p);
+      return kind == OpKind::kBarrier ? direct.alpha() : direct.Time(n);
     }
     case AlgorithmId::kHierarchical: {
       if (shape.nodes < 2) return -1;

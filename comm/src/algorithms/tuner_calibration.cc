@@ -25,17 +25,21 @@
 namespace weft {
 namespace {
 
-// Every class is timed on all-reduces of a small and a large buffer: the fastest small one gives
-// alpha, what the large one adds gives the bandwidth. The classes take turns, round after round,
-// so that a busy machine slows them alike and their comparison stays fair.
+// The ring classes are timed on all-reduces of a small and a large buffer: the fastest small one
+// gives alpha, what the large one adds gives the bandwidth. Each direct algorithm's collectives
+// are timed at a small size, at CostModel::kCachedBytes (in the caches) and at kDirectLargeBytes
+// (past them, out of place, as benchmarks and most large collectives run them: in the caches and
+// in place the algorithms look alike, beyond they do not). The probes take turns, round after
+// round, so that a busy machine slows them alike and their comparison stays fair.
 constexpr size_t kSmallBytes = 256;
 constexpr size_t kLargeBytes = 2 << 20;
-// The direct algorithms are timed out of place and past the caches, as benchmarks and most
-// large collectives run them: in the caches and in place they look alike, beyond they do not.
 constexpr size_t kDirectLargeBytes = 8 << 20;
 constexpr int kRounds = 6;
 constexpr int kSmallPerRound = 4;
+constexpr int kCachedRuns = 4;
 constexpr AlgorithmId kDirectAlgorithms[] = {AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect};
+constexpr OpKind kDirectCollectives[] = {OpKind::kAllReduce, OpKind::kReduceScatter,
+                                         OpKind::kAllGather, OpKind::kBroadcast};
 constexpr size_t kReduceBytes = 4 << 20;
 
 using Clock = std::chrono::steady_clock;
@@ -54,42 +58,67 @@ double Median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-// One timing run: a ring all-reduce over a group (shm, net) or a direct algorithm's all-reduce.
+// The floats per rank of a `kind` collective of `bytes` in all (the tuner's bytes: see tuner.h).
+size_t FloatsPerRank(OpKind kind, size_t bytes, int ranks) {
+  const size_t floats = bytes / sizeof(float);
+  const bool blocks = kind == OpKind::kReduceScatter || kind == OpKind::kAllGather;
+  return std::max<size_t>(1, blocks ? floats / ranks : floats);
+}
+
+// One timing run: a ring all-reduce over a group (shm, net) or a direct algorithm's collective.
 struct Probe {
   std::string name;  // the model's class
   int ranks = 0;     // the group size the entry is kept for
   RankGroup group;   // for the ring classes
   std::optional<AlgorithmId> direct;
-  int slot = 0;  // shm 0, net 1, direct algorithms 2.. : the same on every rank
-  std::vector<double> small_s = {}, large_s = {};  // seconds per run
+  OpKind kind = OpKind::kAllReduce;
+  int slot = 0;  // shm 0, net 1, direct probes 2.. : the same on every rank
+  std::vector<double> small_s = {}, cached_s = {}, large_s = {};  // seconds per run
 
-  size_t large_bytes() const { return direct ? kDirectLargeBytes : kLargeBytes; }
+  // The bytes a run of `bytes` really moves, once rounded to whole floats per rank.
+  double Bytes(size_t bytes) const {
+    const bool blocks = kind == OpKind::kReduceScatter || kind == OpKind::kAllGather;
+    return static_cast<double>(FloatsPerRank(kind, bytes, ranks) * sizeof(float) *
+                               (blocks ? ranks : 1));
+  }
 
   // From the median runs (what a benchmark's average sees, unlike the luckiest run): a ring over
   // q ranks takes 2(q-1) alphas when small and adds (q-1)/q n (2 beta + gamma) when large; a
-  // direct algorithm takes alpha, then n beta.
+  // direct collective takes alpha, then the bytes at one rate up to the cached size and at
+  // another beyond.
   LinkCost Fit(double gamma) const {
     const double small = Median(small_s), large = Median(large_s);
+    if (direct) {
+      const double cached = Median(cached_s);
+      const double small_n = Bytes(kSmallBytes), cached_n = Bytes(CostModel::kCachedBytes);
+      const double large_n = Bytes(kDirectLargeBytes);
+      LinkCost cost;
+      cost.alpha_us = std::max(0.05, small * 1e6);
+      cost.cached_gbps = (cached_n - small_n) / std::max(cached - small, 1e-9) / 1e9;
+      cost.gbps = (large_n - cached_n) / std::max(large - cached, 1e-9) / 1e9;
+      return cost;
+    }
     const double transfer = std::max(large - small, 1e-9);
-    const double n = static_cast<double>(large_bytes() - kSmallBytes);
-    if (direct) return LinkCost{std::max(0.05, small * 1e6), n / transfer / 1e9};
+    const double n = static_cast<double>(kLargeBytes - kSmallBytes);
     const double q = group.size();
     const double beta = std::max((transfer / ((q - 1) / q * n) - gamma) / 2, 1e-12);
     return LinkCost{std::max(0.05, small / (2 * (q - 1)) * 1e6), 1 / beta / 1e9};
   }
 };
 
-// Runs one all-reduce for `probe` from `in` into `out` (the ring classes run in place, in `out`);
-// `which` makes its envelope unique.
-absl::StatusOr<double> RunProbe(Peers& peers, const Probe& probe, const std::vector<float>& in,
-                                std::vector<float>& out, uint64_t which, const Deadline& deadline) {
+// Runs one collective of `bytes` for `probe`: the ring classes' all-reduce in place in `out`, a
+// direct collective from `in` into `out`; `which` makes its envelope unique.
+absl::StatusOr<double> RunProbe(Peers& peers, const Probe& probe, size_t bytes,
+                                const std::vector<float>& in, std::vector<float>& out,
+                                uint64_t which, const Deadline& deadline) {
   CollectiveArgs args;
-  args.kind = OpKind::kAllReduce;
+  args.kind = probe.kind;
   args.send = probe.direct ? in.data() : out.data();
   args.recv = out.data();
-  args.count = out.size();
+  args.count = FloatsPerRank(probe.kind, bytes, probe.ranks);
   args.dtype = DataType::kFloat32;
   args.op = ReduceOp::kMax;  // keeps the values bounded across runs
+  args.root = 0;
   const AlgorithmId algorithm = probe.direct.value_or(AlgorithmId::kRing);
   Envelope e;
   e.seq = ~uint64_t{0} - which;  // no user operation numbers this high
@@ -119,24 +148,40 @@ absl::StatusOr<double> RunProbe(Peers& peers, const Probe& probe, const std::vec
 }
 
 // Every rank runs the probes it belongs to, in the same order, round after round.
+// (A probe runs at most 16 times a round: its envelopes stay apart.)
 absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline& deadline) {
   std::vector<float> small_in(kSmallBytes / sizeof(float), 1.0f), small_out(small_in);
   std::vector<float> large(kLargeBytes / sizeof(float), 1.0f);
-  std::vector<float> direct_in(kDirectLargeBytes / sizeof(float), 1.0f), direct_out(direct_in);
+  const bool any_direct =
+      std::any_of(probes.begin(), probes.end(), [](const Probe& p) { return p.direct; });
+  std::vector<float> direct_in(any_direct ? kDirectLargeBytes / sizeof(float) : 0, 1.0f);
+  std::vector<float> direct_out(direct_in);
   for (int round = 0; round < kRounds; ++round) {
     for (Probe& probe : probes) {
       // Envelopes must agree between ranks that run different sets of probes.
       uint64_t which = (static_cast<uint64_t>(round) * 16 + probe.slot) * 16;
-      for (int i = 0; i < kSmallPerRound; ++i) {
-        absl::StatusOr<double> t = RunProbe(peers, probe, small_in, small_out, which++, deadline);
+      auto run = [&](size_t bytes, std::vector<double>* times) -> absl::Status {
+        absl::StatusOr<double> t =
+            probe.direct ? RunProbe(peers, probe, bytes, direct_in, direct_out, which++, deadline)
+                         : RunProbe(peers, probe, bytes, bytes == kSmallBytes ? small_in : large,
+                                    bytes == kSmallBytes ? small_out : large, which++, deadline);
         if (!t.ok()) return t.status();
-        probe.small_s.push_back(*t);
+        if (times != nullptr) times->push_back(*t);
+        return absl::OkStatus();
+      };
+      for (int i = 0; i < kSmallPerRound; ++i) {
+        if (absl::Status s = run(kSmallBytes, &probe.small_s); !s.ok()) return s;
       }
-      absl::StatusOr<double> t =
-          probe.direct ? RunProbe(peers, probe, direct_in, direct_out, which++, deadline)
-                       : RunProbe(peers, probe, large, large, which++, deadline);
-      if (!t.ok()) return t.status();
-      probe.large_s.push_back(*t);
+      // Only the last of a few runs in a row counts, when the buffers are in the caches as in a
+      // benchmark's loop; the first ones meet what the previous probe left there.
+      for (int i = 0; probe.direct && i < kCachedRuns; ++i) {
+        std::vector<double>* times = i + 1 == kCachedRuns ? &probe.cached_s : nullptr;
+        if (absl::Status s = run(CostModel::kCachedBytes, times); !s.ok()) return s;
+      }
+      if (absl::Status s = run(probe.direct ? kDirectLargeBytes : kLargeBytes, &probe.large_s);
+          !s.ok()) {
+        return s;
+      }
     }
   }
   return absl::OkStatus();
@@ -262,7 +307,11 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
                  !model.Has("shm", node0);
       plan.net = nodes.num_nodes() > 1 && !model.Has("net", nodes.num_nodes());
       for (AlgorithmId id : kDirectAlgorithms) {
-        if (Usable(id, peers) && !model.Has(Name(id), peers.size())) plan.direct.push_back(id);
+        const bool measured = std::all_of(
+            std::begin(kDirectCollectives), std::end(kDirectCollectives), [&](OpKind kind) {
+              return model.Has(CostModel::DirectClass(Name(id), Name(kind)), peers.size());
+            });
+        if (Usable(id, peers) && !measured) plan.direct.push_back(id);
       }
       if (!plan.empty() && !model.has_reduce()) model.set_reduce_gbps(MeasureReduceGbps());
     }
@@ -276,18 +325,28 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
   // Every group measures at once, as the algorithms run; rank 0's numbers are kept.
   std::vector<Probe> probes;
   if (plan.shm && nodes.local_size() > 1) {
-    probes.push_back(
-        {"shm", nodes.local_size(), {nodes.local_group(), nodes.local_rank()}, std::nullopt, 0});
+    probes.push_back({"shm",
+                      nodes.local_size(),
+                      {nodes.local_group(), nodes.local_rank()},
+                      std::nullopt,
+                      OpKind::kAllReduce,
+                      0});
   }
   if (plan.net && nodes.local_rank() < lanes) {
     probes.push_back({"net",
                       nodes.num_nodes(),
                       {nodes.lane_group(nodes.local_rank()), nodes.node()},
                       std::nullopt,
+                      OpKind::kAllReduce,
                       1});
   }
   int slot = 2;
-  for (AlgorithmId id : plan.direct) probes.push_back({Name(id), peers.size(), {}, id, slot++});
+  for (AlgorithmId id : plan.direct) {
+    for (OpKind kind : kDirectCollectives) {
+      probes.push_back(
+          {CostModel::DirectClass(Name(id), Name(kind)), peers.size(), {}, id, kind, slot++});
+    }
+  }
   if (absl::Status s = RunProbes(peers, probes, deadline); !s.ok()) return s;
   for (const Probe& probe : probes) {
     // Rank 0 is in node 0 and in lane 0: its probes are the ones rank 0 planned.

@@ -7,10 +7,11 @@
 //     $XDG_CACHE_HOME/weft, else ~/.cache/weft); what this communicator uses and the cache lacks
 //     is measured, and rank 0 rewrites the cache (atomically). The shm class: a ring all-reduce
 //     inside every node at once; the net class: a ring all-reduce across nodes in every lane at
-//     once; shm_direct and cma_direct (one host): their own all-reduce, out of place. Each is
-//     timed at 256 B and 2 MiB (the direct algorithms at 8 MiB, beyond the caches), the classes
-//     taking turns for six rounds, and fitted from the median runs. This takes some tens of
-//     milliseconds, and only the first communicator of a size on a host pays.
+//     once; shm_direct and cma_direct (one host): each of their all-reduce, reduce-scatter,
+//     all-gather and broadcast, out of place. The rings are timed at 256 B and 2 MiB, the direct
+//     collectives at 256 B, 512 KiB (in the caches) and 8 MiB (beyond them), the probes taking
+//     turns for six rounds, and fitted from the median runs. This takes about a tenth of a
+//     second on 2 ranks, and only the first communicator of a size on a host pays.
 // Rank 0 then publishes the model through the store and every rank adopts it, so all ranks price
 // with the same numbers and choose the same algorithms.
 #pragma once

@@ -16,13 +16,27 @@ namespace {
 constexpr LinkCost kDefaultShm{1.0, 4.0};
 constexpr LinkCost kDefaultNet{30.0, 1.0};
 
-bool KnownClass(absl::string_view name) {
-  return name == "shm" || name == "net" || name == "shm_direct" || name == "cma_direct";
-}
-
 bool IsDirect(absl::string_view name) { return name != "shm" && name != "net"; }
 
+bool KnownDirectClass(absl::string_view algorithm, absl::string_view collective) {
+  return (algorithm == "shm_direct" || algorithm == "cma_direct") &&
+         (collective == "all_reduce" || collective == "reduce_scatter" ||
+          collective == "all_gather" || collective == "broadcast");
+}
+
 }  // namespace
+
+double LinkCost::Time(double bytes) const {
+  const double cached = static_cast<double>(CostModel::kCachedBytes);
+  if (cached_gbps <= 0) return alpha() + bytes * beta();
+  const double cached_beta = 1.0 / (cached_gbps * 1e9);
+  if (bytes <= cached) return alpha() + bytes * cached_beta;
+  return alpha() + cached * cached_beta + (bytes - cached) * beta();
+}
+
+std::string CostModel::DirectClass(absl::string_view algorithm, absl::string_view collective) {
+  return absl::StrCat(algorithm, ".", collective);
+}
 
 bool CostModel::Has(absl::string_view name, int ranks) const {
   auto it = classes_.find({std::string(name), ranks});
@@ -53,7 +67,10 @@ LinkCost CostModel::Get(absl::string_view name, int ranks) const {
     }
   }
   if (nearest > 0) {
-    if (IsDirect(name)) cost.gbps *= static_cast<double>(nearest) / ranks;
+    if (IsDirect(name)) {
+      cost.gbps *= static_cast<double>(nearest) / ranks;
+      cost.cached_gbps *= static_cast<double>(nearest) / ranks;
+    }
     return cost;
   }
   if (name == "net") return kDefaultNet;
@@ -71,8 +88,9 @@ absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) 
     auto bad = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat(
           origin, ":", line_number, ": '", line, "': ", why,
-          " (expected 'KEY VALUE': KEY is reduce.gbps or CLASS[.RANKS].alpha_us or "
-          "CLASS[.RANKS].gbps, CLASS one of shm, net, shm_direct, cma_direct; VALUE > 0)"));
+          " (expected 'KEY VALUE': KEY is reduce.gbps or CLASS[.RANKS].FIELD, CLASS one of shm, "
+          "net, shm_direct.COLLECTIVE, cma_direct.COLLECTIVE (all_reduce, reduce_scatter, "
+          "all_gather, broadcast), FIELD one of alpha_us, gbps, cached_gbps; VALUE > 0)"));
     };
     std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());
     double value = 0;
@@ -85,18 +103,27 @@ absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) 
       continue;
     }
     std::vector<absl::string_view> parts = absl::StrSplit(words[0], '.');
-    int ranks = 0;
-    if (parts.size() < 2 || parts.size() > 3 || !KnownClass(parts[0])) {
+    std::string name;
+    if (parts.size() >= 3 && KnownDirectClass(parts[0], parts[1])) {
+      name = DirectClass(parts[0], parts[1]);
+      parts.erase(parts.begin());
+    } else if (parts[0] == "shm" || parts[0] == "net") {
+      name = std::string(parts[0]);
+    } else {
       return bad("unknown key");
     }
+    int ranks = 0;
+    if (parts.size() < 2 || parts.size() > 3) return bad("unknown key");
     if (parts.size() == 3 && (!absl::SimpleAtoi(parts[1], &ranks) || ranks < 1)) {
       return bad("RANKS is not a positive number");
     }
-    LinkCost& cost = classes_[{std::string(parts[0]), ranks}];
+    LinkCost& cost = classes_[{name, ranks}];
     if (parts.back() == "alpha_us") {
       cost.alpha_us = value;
     } else if (parts.back() == "gbps") {
       cost.gbps = value;
+    } else if (parts.back() == "cached_gbps" && IsDirect(name)) {
+      cost.cached_gbps = value;
     } else {
       return bad("unknown field");
     }
@@ -119,6 +146,7 @@ std::string CostModel::Format() const {
     const std::string name = key.second > 0 ? absl::StrCat(key.first, ".", key.second) : key.first;
     absl::StrAppend(&text, name, ".alpha_us ", cost.alpha_us, "\n", name, ".gbps ", cost.gbps,
                     "\n");
+    if (cost.cached_gbps > 0) absl::StrAppend(&text, name, ".cached_gbps ", cost.cached_gbps, "\n");
   }
   return text;
 }
