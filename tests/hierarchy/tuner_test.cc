@@ -33,15 +33,17 @@ shm.gbps 4
 net.alpha_us 50   # a slow network
 net.gbps 1
 reduce.gbps 8
-shm_direct.all_reduce.2.alpha_us 1
-shm_direct.all_reduce.2.gbps 4
-cma_direct.all_reduce.2.alpha_us 10
-cma_direct.all_reduce.2.gbps 10
-shm_direct.all_gather.2.alpha_us 1
-shm_direct.all_gather.2.gbps 4
-cma_direct.all_gather.2.alpha_us 3
-cma_direct.all_gather.2.gbps 3
-cma_direct.all_gather.2.cached_gbps 20
+# all_reduce: shm_direct 1 us + n / 4 GB/s, cma_direct 10 us + n / 10 GB/s
+shm_direct.all_reduce.2.us_at_0 1
+shm_direct.all_reduce.2.us_at_4000000 1001
+cma_direct.all_reduce.2.us_at_0 10
+cma_direct.all_reduce.2.us_at_10000000 1010
+# all_gather: shm_direct the same; cma_direct 3 us, then 20 GB/s up to 500 kB and 3 GB/s beyond
+shm_direct.all_gather.2.us_at_0 1
+shm_direct.all_gather.2.us_at_4000000 1001
+cma_direct.all_gather.2.us_at_0 3
+cma_direct.all_gather.2.us_at_500000 28
+cma_direct.all_gather.2.us_at_1100000 228
 )";
 
 CostModel TestModel() {
@@ -64,12 +66,16 @@ TEST(CostModel, ParsesEntriesWithAndWithoutGroupSizes) {
   EXPECT_DOUBLE_EQ(model.Get("shm", 7).alpha_us, 2);
   EXPECT_DOUBLE_EQ(model.Get("net", 2).gbps, 1);
   EXPECT_DOUBLE_EQ(model.reduce_gbps(), 8);
-  EXPECT_DOUBLE_EQ(model.Get("cma_direct.all_reduce", 2).gbps, 10);
-  EXPECT_DOUBLE_EQ(model.Get("cma_direct.all_gather", 2).cached_gbps, 20);
-  // A direct algorithm measured on 2 ranks, asked for 4: the memory bus is shared.
-  EXPECT_DOUBLE_EQ(model.Get("shm_direct.all_reduce", 4).gbps, 2);
-  EXPECT_DOUBLE_EQ(model.Get("shm_direct.all_reduce", 4).alpha_us, 1);
-  EXPECT_DOUBLE_EQ(model.Get("cma_direct.all_gather", 4).cached_gbps, 10);
+  EXPECT_NEAR(model.DirectSeconds("cma_direct.all_reduce", 2, 1e6), 110e-6, 1e-12);
+  // Below the first point the fixed cost; between points a straight line; beyond the last, the
+  // last segment's slope.
+  EXPECT_NEAR(model.DirectSeconds("cma_direct.all_gather", 2, 0), 3e-6, 1e-12);
+  EXPECT_NEAR(model.DirectSeconds("cma_direct.all_gather", 2, 250000), 15.5e-6, 1e-12);
+  EXPECT_NEAR(model.DirectSeconds("cma_direct.all_gather", 2, 1400000), 328e-6, 1e-12);
+  // A direct algorithm measured on 2 ranks, asked for 4: the memory bus is shared, so what the
+  // bytes add takes twice as long; the fixed cost stays.
+  EXPECT_NEAR(model.DirectSeconds("shm_direct.all_reduce", 4, 4e6), 2001e-6, 1e-12);
+  EXPECT_NEAR(model.DirectSeconds("shm_direct.all_reduce", 4, 0), 1e-6, 1e-12);
   EXPECT_TRUE(model.Has("shm", 0));
   EXPECT_FALSE(model.Has("shm", 2));
 }
@@ -86,7 +92,7 @@ TEST(CostModel, SizedEntriesWinAndTheNearestSizeStandsIn) {
   EXPECT_DOUBLE_EQ(model.Get("net", 2).alpha_us, 40);  // nearest size, links are not scaled
   EXPECT_DOUBLE_EQ(model.Get("net", 2).gbps, 3);
   // Never measured: three passes at shm speed.
-  EXPECT_DOUBLE_EQ(model.Get("cma_direct.broadcast", 4).gbps, 2.0 / 3);
+  EXPECT_NEAR(model.DirectSeconds("cma_direct.broadcast", 4, 1e6), 2 * 3e-6 + 3e6 / 2e9, 1e-12);
 }
 
 TEST(CostModel, FormatReadsBackTheSameModel) {
@@ -94,8 +100,7 @@ TEST(CostModel, FormatReadsBackTheSameModel) {
   CostModel again;
   ASSERT_TRUE(again.Merge(model.Format(), "formatted").ok());
   EXPECT_EQ(again.Format(), model.Format());
-  EXPECT_DOUBLE_EQ(again.Get("cma_direct.all_reduce", 2).alpha_us, 10);
-  EXPECT_DOUBLE_EQ(again.Get("cma_direct.all_gather", 2).cached_gbps, 20);
+  EXPECT_NEAR(again.DirectSeconds("cma_direct.all_gather", 2, 800000), 128e-6, 1e-12);
 }
 
 TEST(CostModel, ErrorsNameTheFileLineAndTheValidKeys) {
@@ -107,9 +112,12 @@ TEST(CostModel, ErrorsNameTheFileLineAndTheValidKeys) {
        {Case{"shm.gbps 4\n\nnet.speed 3\n", "f.txt:3"}, Case{"shm.gbps -1\n", "positive"},
         Case{"shm.gbps\n", "two words"}, Case{"gpu.alpha_us 1\n", "unknown key"},
         Case{"shm.x.gbps 1\n", "RANKS"}, Case{"net.alpha_us 3\n", "both"},
-        Case{"shm_direct.2.gbps 1\n", "shm_direct.COLLECTIVE"},
-        Case{"cma_direct.all_to_all.gbps 1\n", "unknown key"},
-        Case{"shm.cached_gbps 1\n", "unknown field"}}) {
+        Case{"shm_direct.2.gbps 1\n", "DIRECT.COLLECTIVE"},
+        Case{"cma_direct.all_to_all.us_at_8 1\n", "unknown key"},
+        Case{"shm_direct.all_reduce.2.gbps 1\n", "unknown field"},
+        Case{"shm_direct.all_reduce.us_at_x 1\n", "unknown field"},
+        Case{"shm.us_at_8 1\n", "unknown field"},
+        Case{"cma_direct.broadcast.us_at_8 1\n", "two us_at_BYTES points"}}) {
     CostModel model;
     absl::Status status = model.Merge(c.text, "f.txt");
     EXPECT_FALSE(status.ok()) << c.text;
@@ -174,17 +182,15 @@ TEST(CostTuner, OneHostTakesTheDirectAlgorithmThatIsCheaperAtEachSize) {
   EXPECT_EQ(tuner.Choose(OpKind::kBroadcast, 8, shape).algorithm, AlgorithmId::kTree);
 }
 
-TEST(CostTuner, EachDirectCollectiveHasItsOwnCurveWithACachedPart) {
+TEST(CostTuner, EachDirectCollectiveFollowsItsOwnCurve) {
   const CostTuner tuner(TestModel());
   const TuningShape shape = TwoRanksOnOneHost();
-  // all_gather: shm_direct 1 us + n / 4 GB/s; cma_direct 3 us + n / 20 GB/s in the caches and
-  // n / 3 GB/s past them: cma_direct wins the middle sizes only.
+  // all_gather: cma_direct is faster than shm_direct in the caches only.
   EXPECT_EQ(tuner.Choose(OpKind::kAllGather, 8, shape).algorithm, AlgorithmId::kShmDirect);
   EXPECT_EQ(tuner.Choose(OpKind::kAllGather, 256 << 10, shape).algorithm, AlgorithmId::kCmaDirect);
   EXPECT_EQ(tuner.Choose(OpKind::kAllGather, 64 << 20, shape).algorithm, AlgorithmId::kShmDirect);
-  const double cached = CostModel::kCachedBytes;
-  EXPECT_NEAR(tuner.Predict(AlgorithmId::kCmaDirect, OpKind::kAllGather, 2 * cached, shape),
-              3e-6 + cached / 20e9 + cached / 3e9, 1e-12);
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kCmaDirect, OpKind::kAllGather, 800000, shape), 128e-6,
+              1e-12);
   // Without entries of its own a collective is priced from the defaults, not from another's.
   EXPECT_NEAR(tuner.Predict(AlgorithmId::kShmDirect, OpKind::kBroadcast, 1e6, shape),
               2 * 2e-6 + 1e6 / (4e9 / 3), 1e-12);
@@ -301,7 +307,7 @@ TEST_F(Calibration, TheHostCacheIsReadWhenItCoversTheCommunicator) {
   absl::StatusOr<CostModel> model = Load({"a"});
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->source(), TuningCachePath());
-  EXPECT_DOUBLE_EQ(model->Get("cma_direct.all_reduce", 2).alpha_us, 10);
+  EXPECT_NEAR(model->DirectSeconds("cma_direct.all_reduce", 2, 0), 10e-6, 1e-12);
 }
 
 TEST_F(Calibration, ASingleRankHasNothingToMeasure) {

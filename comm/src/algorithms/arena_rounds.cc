@@ -5,23 +5,13 @@
 #include "absl/strings/str_cat.h"
 
 namespace weft {
-namespace {
 
-// Peers read a rank's fingerprint with a single cache miss, and the round protocol that protects
-// the data (kDone before reuse) protects it too.
-constexpr size_t kHeaderBytes = 64;
-static_assert(sizeof(Envelope) <= kHeaderBytes);
+static_assert(sizeof(Envelope) <= ShmArena::kPayloadBytes);
 
-}  // namespace
-
-size_t ArenaRounds::AreaBytes() { return 2 * (kHeaderBytes + kHalfBytes); }
-
-std::byte* ArenaRounds::Header(int r, uint64_t round) const {
-  return arena_.area(r) + (round % 2) * (kHeaderBytes + kHalfBytes);
-}
+size_t ArenaRounds::AreaBytes() { return 2 * kHalfBytes; }
 
 std::byte* ArenaRounds::Half(int r, uint64_t round) const {
-  return Header(r, round) + kHeaderBytes;
+  return arena_.area(r) + (round % 2) * kHalfBytes;
 }
 
 absl::Status ArenaRounds::WaitAll(int counter, uint64_t value) const {
@@ -38,15 +28,24 @@ absl::StatusOr<ArenaRounds::Round> ArenaRounds::Begin() {
   if (round > 2 && peers_.arena_synced_round() + 1 < round) {
     if (absl::Status s = WaitAll(kDone, round - 2); !s.ok()) return s;
   }
-  if (first_round_ == 0) {
-    first_round_ = round;
-    std::memcpy(Header(arena_.local_rank(), round), &peers_.envelope(), sizeof(Envelope));
-  }
+  if (first_round_ == 0) first_round_ = round;
   return Round{round, Half(arena_.local_rank(), round)};
 }
 
+void ArenaRounds::PublishCopiedIn(uint64_t round) {
+  // Every round carries the envelope, not only the first: a mismatched peer may compare any.
+  arena_.PublishWith(kCopiedIn + round % 2, round, &peers_.envelope(), sizeof(Envelope));
+}
+
+absl::Status ArenaRounds::WaitCopiedIn(int r, uint64_t round) const {
+  return WaitFor(r, kCopiedIn + round % 2, round);
+}
+
 absl::Status ArenaRounds::WaitAllBegun(uint64_t round) {
-  if (absl::Status s = WaitAll(kCopiedIn, round); !s.ok()) return s;
+  for (int j = 0; j < arena_.local_size(); ++j) {
+    if (j == arena_.local_rank()) continue;
+    if (absl::Status s = WaitCopiedIn(j, round); !s.ok()) return s;
+  }
   peers_.NoteArenaSynced(round);
   return absl::OkStatus();
 }
@@ -56,7 +55,7 @@ void ArenaRounds::PublishLine(uint64_t round, const void* data, size_t bytes) {
   std::memcpy(line, &peers_.envelope(), sizeof(Envelope));
   if (bytes > 0) std::memcpy(line + sizeof(Envelope), data, bytes);
   arena_.PublishWith(kLine + round % 2, round, line, sizeof(Envelope) + bytes);
-  arena_.Publish(kCopiedIn, round);
+  PublishCopiedIn(round);
 }
 
 absl::Status ArenaRounds::WaitLines(uint64_t round) {
@@ -76,7 +75,7 @@ const std::byte* ArenaRounds::LineData(int r, uint64_t round) const {
 
 absl::Status ArenaRounds::CheckFingerprint(int r, uint64_t round) const {
   if (round != first_round_ || r == arena_.local_rank()) return absl::OkStatus();
-  return CompareEnvelope(r, Header(r, round));
+  return CompareEnvelope(r, arena_.Payload(r, kCopiedIn + round % 2));
 }
 
 absl::Status ArenaRounds::CompareEnvelope(int r, const std::byte* published) const {

@@ -1,12 +1,13 @@
 // ArenaRounds: the round protocol that the algorithms over a ShmArena share.
 //
 // Every operation of such an algorithm takes one or more rounds, numbered identically on every
-// rank (Peers::NextArenaRound). Round R uses half R % 2 of every rank's arena area: a 64-byte
-// header line, then kHalfBytes of data. Before a rank writes into a half it waits until every
-// rank has finished the round that used the half before (R - 2), so halves are reused without
-// resetting anything: counters only grow. The header of an operation's first round carries the
-// operation's envelope, which every peer compares with its own, so a mismatched collective
-// fails on the spot with both descriptions.
+// rank (Peers::NextArenaRound). Round R uses half R % 2 of every rank's arena area and the
+// kCopiedIn counter of the same parity. Before a rank writes into either it waits until every
+// rank has finished the round that used them before (R - 2), so they are reused without
+// resetting anything: counters only grow. The kCopiedIn line carries the operation's envelope
+// beside the round number, which every peer compares with its own on the operation's first
+// round: a mismatched collective fails on the spot with both descriptions, and the check costs
+// no cache-line transfer besides the signal itself.
 //
 // Tiny operations (a barrier, an 8-byte all-reduce) skip the halves: each rank publishes its
 // envelope and data in the cache line of its line counter, so that a peer gets the signal, the
@@ -30,11 +31,12 @@ class ArenaRounds {
   static size_t AreaBytes();
 
   // Arena counters, one set per rank; values are round numbers unless said otherwise.
-  static constexpr int kCopiedIn = 0;  // my data (or my buffer addresses) of round R are posted
-  static constexpr int kReduced = 1;   // my reduced part of round R is ready
-  static constexpr int kDone = 2;      // I no longer read anyone's half or buffers of round R
-  static constexpr int kChunks = 3;    // ChunkMark(R, chunks of round R I have finished so far)
-  static constexpr int kLine = 4;      // and 5: round R's line (R % 2 picks), with its payload
+  static constexpr int kCopiedIn = 0;  // and 1 (R % 2 picks): my data (or my buffer addresses)
+                                       // of round R are posted; the payload is my envelope
+  static constexpr int kReduced = 2;   // my reduced part of round R is ready
+  static constexpr int kDone = 3;      // I no longer read anyone's half or buffers of round R
+  static constexpr int kChunks = 4;    // ChunkMark(R, chunks of round R I have finished so far)
+  static constexpr int kLine = 5;      // and 6: round R's line (R % 2 picks), with its payload
 
   // A kChunks value: the round sits in the high bits, so that the counter grows across rounds.
   static uint64_t ChunkMark(uint64_t round, size_t chunks) { return (round << 24) | chunks; }
@@ -47,8 +49,7 @@ class ArenaRounds {
   ShmArena& arena() const { return arena_; }
 
   // Starts a new round: waits until every rank is done with the round that used the same half,
-  // publishes the operation's fingerprint if this is its first round, and returns the round
-  // number and this rank's half.
+  // and returns the round number and this rank's half.
   struct Round {
     uint64_t number;
     std::byte* mine;
@@ -62,13 +63,17 @@ class ArenaRounds {
 
   // Waits until every other rank's `counter` is >= `value`.
   absl::Status WaitAll(int counter, uint64_t value) const;
-  // WaitAll(kCopiedIn, round), noting that every rank has begun `round`.
+  // Publishes kCopiedIn of `round`, with this operation's envelope.
+  void PublishCopiedIn(uint64_t round);
+  // Waits for rank `r`'s kCopiedIn of `round`.
+  absl::Status WaitCopiedIn(int r, uint64_t round) const;
+  // WaitCopiedIn for every other rank, noting that every rank has begun `round`.
   absl::Status WaitAllBegun(uint64_t round);
 
   // A line round: publishes `bytes` (<= kLineBytes) of `data` with the operation's envelope,
   // waits for every rank's line and compares their envelopes; then LineData(r) is rank r's data.
   // It publishes kCopiedIn too, so that a rank that mistakenly runs another kind of round here
-  // finds the fingerprint in the header and reports the mismatch.
+  // finds the fingerprint there and reports the mismatch.
   void PublishLine(uint64_t round, const void* data, size_t bytes);
   absl::Status WaitLines(uint64_t round);
   const std::byte* LineData(int r, uint64_t round) const;
@@ -78,18 +83,17 @@ class ArenaRounds {
   }
 
   // Compares rank `r`'s fingerprint (or every rank's) with this rank's operation; a no-op unless
-  // `round` is the operation's first. Call after waiting for the peer's kCopiedIn of the round.
+  // `round` is the operation's first. Call after WaitCopiedIn(r, round).
   absl::Status CheckFingerprint(int r, uint64_t round) const;
   absl::Status CheckAllFingerprints(uint64_t round) const;
 
  private:
-  std::byte* Header(int r, uint64_t round) const;
   // Compares the envelope rank `r` published at `published` with this rank's.
   absl::Status CompareEnvelope(int r, const std::byte* published) const;
 
   Peers& peers_;
   ShmArena& arena_;
-  uint64_t first_round_ = 0;  // the round that carries this operation's fingerprint
+  uint64_t first_round_ = 0;  // the operation's first round, whose fingerprint peers compare
 };
 
 }  // namespace weft

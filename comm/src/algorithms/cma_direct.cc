@@ -42,7 +42,7 @@ absl::Status CmaDirect::Run() {
   const Buffers mine{reinterpret_cast<uint64_t>(args_.send), reinterpret_cast<uint64_t>(args_.recv),
                      LocateShared(args_.send, send_bytes), LocateShared(args_.recv, recv_bytes)};
   std::memcpy(round->mine, &mine, sizeof(mine));
-  arena_.Publish(ArenaRounds::kCopiedIn, round_);
+  rounds_.PublishCopiedIn(round_);
   if (absl::Status s = rounds_.WaitAllBegun(round_); !s.ok()) return s;
   if (absl::Status s = rounds_.CheckAllFingerprints(round_); !s.ok()) return s;
   if (absl::Status s = Resolve(); !s.ok()) return s;

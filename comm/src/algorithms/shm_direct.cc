@@ -13,7 +13,6 @@ namespace {
 constexpr size_t kHalfBytes = ArenaRounds::kHalfBytes;
 // All-reduces up to this many bytes per rank take the single-phase path.
 constexpr size_t kOneShotBytes = 16 << 10;
-constexpr int kCopiedIn = ArenaRounds::kCopiedIn;
 constexpr int kReduced = ArenaRounds::kReduced;
 // Outputs from this size up are written with non-temporal stores (see AllReduce).
 constexpr size_t kStreamingOutputBytes = size_t{1} << 20;
@@ -58,7 +57,7 @@ absl::Status ShmDirect::Run() {
 absl::Status ShmDirect::CopyIn(uint64_t round, std::byte* mine, const std::byte* chunk,
                                size_t bytes) {
   std::memcpy(mine, chunk, bytes);
-  arena_.Publish(kCopiedIn, round);
+  rounds_.PublishCopiedIn(round);
   if (absl::Status s = rounds_.WaitAllBegun(round); !s.ok()) return s;
   return rounds_.CheckAllFingerprints(round);
 }
@@ -124,7 +123,7 @@ absl::Status ShmDirect::AllReduce() {
           std::memcpy(mine + slices.offset(j) * es, in + slices.offset(j) * es,
                       slices.size(j) * es);
         }
-        arena_.Publish(kCopiedIn, round);
+        rounds_.PublishCopiedIn(round);
         if (absl::Status s = rounds_.WaitAllBegun(round); !s.ok()) return s;
         if (absl::Status s = rounds_.CheckAllFingerprints(round); !s.ok()) return s;
         const size_t at = slices.offset(me) * es, bytes = slices.size(me) * es;
@@ -163,7 +162,7 @@ absl::Status ShmDirect::ReduceScatter() {
       if (j == me) continue;
       std::memcpy(mine + j * chunk * es, send + (j * block + offset) * es, n * es);
     }
-    arena_.Publish(kCopiedIn, round);
+    rounds_.PublishCopiedIn(round);
     if (absl::Status s = rounds_.WaitAllBegun(round); !s.ok()) return s;
     if (absl::Status s = rounds_.CheckAllFingerprints(round); !s.ok()) return s;
     for (int j = 0; j < p; ++j) {
@@ -186,12 +185,12 @@ absl::Status ShmDirect::AllGather() {
   const absl::Status status = ForEachRound(
       block, kHalfBytes / es, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
         std::memcpy(mine, send + offset * es, n * es);
-        arena_.Publish(kCopiedIn, round);
+        rounds_.PublishCopiedIn(round);
         // My own block is copied while the peers copy theirs in.
         if (!in_place) CopyOut(stream, recv + (me * block + offset) * es, mine, n * es);
         for (int j = 0; j < p; ++j) {
           if (j == me) continue;
-          if (absl::Status s = rounds_.WaitFor(j, kCopiedIn, round); !s.ok()) return s;
+          if (absl::Status s = rounds_.WaitCopiedIn(j, round); !s.ok()) return s;
           if (absl::Status s = rounds_.CheckFingerprint(j, round); !s.ok()) return s;
           CopyOut(stream, recv + (j * block + offset) * es, rounds_.Half(j, round), n * es);
         }
@@ -213,11 +212,10 @@ absl::Status ShmDirect::Broadcast() {
                       [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
                         if (is_root) {
                           std::memcpy(mine, recv + offset * es, n * es);
-                          arena_.Publish(kCopiedIn, round);
+                          rounds_.PublishCopiedIn(round);
                           return absl::OkStatus();
                         }
-                        if (absl::Status s = rounds_.WaitFor(root, kCopiedIn, round); !s.ok())
-                          return s;
+                        if (absl::Status s = rounds_.WaitCopiedIn(root, round); !s.ok()) return s;
                         if (absl::Status s = rounds_.CheckFingerprint(root, round); !s.ok())
                           return s;
                         std::memcpy(recv + offset * es, rounds_.Half(root, round), n * es);

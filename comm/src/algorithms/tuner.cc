@@ -109,9 +109,8 @@ double CostTuner::Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
       if (!(algorithm == AlgorithmId::kShmDirect ? shape.arena : shape.remote_read)) return -1;
       const OpKind measured =
           kind == OpKind::kReduce || kind == OpKind::kBarrier ? OpKind::kAllReduce : kind;
-      const LinkCost direct =
-          model_.Get(CostModel::DirectClass(Name(algorithm), Name(measured)), p);
-      return kind == OpKind::kBarrier ? direct.alpha() : direct.Time(n);
+      return model_.DirectSeconds(CostModel::DirectClass(Name(algorithm), Name(measured)), p,
+                                  kind == OpKind::kBarrier ? 0 : n);
     }
     case AlgorithmId::kHierarchical: {
       if (shape.nodes < 2) return -1;

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -25,18 +27,22 @@
 namespace weft {
 namespace {
 
-// The ring classes are timed on all-reduces of a small and a large buffer: the fastest small one
-// gives alpha, what the large one adds gives the bandwidth. Each direct algorithm's collectives
-// are timed at a small size, at CostModel::kCachedBytes (in the caches) and at kDirectLargeBytes
-// (past them, out of place, as benchmarks and most large collectives run them: in the caches and
-// in place the algorithms look alike, beyond they do not). The probes take turns, round after
-// round, so that a busy machine slows them alike and their comparison stays fair.
+// The ring classes are timed on all-reduces of a small and a large buffer: the small one gives
+// alpha, what the large one adds gives the bandwidth. Each direct algorithm's collectives are
+// timed at sizes from a fixed cost to well past the caches, with points where the algorithms'
+// curves bend (L1, L2, the last-level cache): their crossings lie in between. They run out of
+// place, as benchmarks and most large collectives run them (in the caches and in place the
+// algorithms look alike, beyond they do not). The probes take turns, round after round, so that
+// a busy machine slows them alike and their comparison stays fair.
 constexpr size_t kSmallBytes = 256;
 constexpr size_t kLargeBytes = 2 << 20;
-constexpr size_t kDirectLargeBytes = 8 << 20;
+constexpr size_t kDirectSizes[] = {kSmallBytes, 32 << 10, 512 << 10, 2 << 20, 8 << 20};
+constexpr size_t kDirectLargeBytes = std::end(kDirectSizes)[-1];
 constexpr int kRounds = 6;
-constexpr int kSmallPerRound = 4;
-constexpr int kCachedRuns = 4;
+// Runs of a size in a row: the ring's small ones all count; of a direct size below the largest
+// only the last counts, when the buffers are in the caches as in a benchmark's loop (the first
+// ones meet what the previous probe left there).
+constexpr int kRunsInARow = 4;
 constexpr AlgorithmId kDirectAlgorithms[] = {AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect};
 constexpr OpKind kDirectCollectives[] = {OpKind::kAllReduce, OpKind::kReduceScatter,
                                          OpKind::kAllGather, OpKind::kBroadcast};
@@ -73,7 +79,12 @@ struct Probe {
   std::optional<AlgorithmId> direct;
   OpKind kind = OpKind::kAllReduce;
   int slot = 0;  // shm 0, net 1, direct probes 2.. : the same on every rank
-  std::vector<double> small_s = {}, cached_s = {}, large_s = {};  // seconds per run
+  std::map<size_t, std::vector<double>> seconds = {};  // per size, the runs that count
+
+  std::vector<size_t> Sizes() const {
+    if (direct) return {std::begin(kDirectSizes), std::end(kDirectSizes)};
+    return {kSmallBytes, kLargeBytes};
+  }
 
   // The bytes a run of `bytes` really moves, once rounded to whole floats per rank.
   double Bytes(size_t bytes) const {
@@ -82,27 +93,23 @@ struct Probe {
                                (blocks ? ranks : 1));
   }
 
-  // From the median runs (what a benchmark's average sees, unlike the luckiest run): a ring over
-  // q ranks takes 2(q-1) alphas when small and adds (q-1)/q n (2 beta + gamma) when large; a
-  // direct collective takes alpha, then the bytes at one rate up to the cached size and at
-  // another beyond.
-  LinkCost Fit(double gamma) const {
-    const double small = Median(small_s), large = Median(large_s);
-    if (direct) {
-      const double cached = Median(cached_s);
-      const double small_n = Bytes(kSmallBytes), cached_n = Bytes(CostModel::kCachedBytes);
-      const double large_n = Bytes(kDirectLargeBytes);
-      LinkCost cost;
-      cost.alpha_us = std::max(0.05, small * 1e6);
-      cost.cached_gbps = (cached_n - small_n) / std::max(cached - small, 1e-9) / 1e9;
-      cost.gbps = (large_n - cached_n) / std::max(large - cached, 1e-9) / 1e9;
-      return cost;
-    }
+  // From the median runs (what a benchmark's average sees, unlike the luckiest run). A ring over
+  // q ranks takes 2(q-1) alphas when small and adds (q-1)/q n (2 beta + gamma) when large.
+  LinkCost FitLink(double gamma) const {
+    const double small = Median(seconds.at(kSmallBytes)), large = Median(seconds.at(kLargeBytes));
     const double transfer = std::max(large - small, 1e-9);
     const double n = static_cast<double>(kLargeBytes - kSmallBytes);
     const double q = group.size();
     const double beta = std::max((transfer / ((q - 1) / q * n) - gamma) / 2, 1e-12);
     return LinkCost{std::max(0.05, small / (2 * (q - 1)) * 1e6), 1 / beta / 1e9};
+  }
+  // A direct collective: its median time at each size.
+  TimeCurve FitCurve() const {
+    TimeCurve curve;
+    for (const auto& [bytes, runs] : seconds) {
+      curve.Set(static_cast<size_t>(Bytes(bytes)), std::max(0.05, Median(runs) * 1e6));
+    }
+    return curve;
   }
 };
 
@@ -148,7 +155,6 @@ absl::StatusOr<double> RunProbe(Peers& peers, const Probe& probe, size_t bytes,
 }
 
 // Every rank runs the probes it belongs to, in the same order, round after round.
-// (A probe runs at most 16 times a round: its envelopes stay apart.)
 absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline& deadline) {
   std::vector<float> small_in(kSmallBytes / sizeof(float), 1.0f), small_out(small_in);
   std::vector<float> large(kLargeBytes / sizeof(float), 1.0f);
@@ -158,29 +164,19 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
   std::vector<float> direct_out(direct_in);
   for (int round = 0; round < kRounds; ++round) {
     for (Probe& probe : probes) {
-      // Envelopes must agree between ranks that run different sets of probes.
-      uint64_t which = (static_cast<uint64_t>(round) * 16 + probe.slot) * 16;
-      auto run = [&](size_t bytes, std::vector<double>* times) -> absl::Status {
-        absl::StatusOr<double> t =
-            probe.direct ? RunProbe(peers, probe, bytes, direct_in, direct_out, which++, deadline)
-                         : RunProbe(peers, probe, bytes, bytes == kSmallBytes ? small_in : large,
-                                    bytes == kSmallBytes ? small_out : large, which++, deadline);
-        if (!t.ok()) return t.status();
-        if (times != nullptr) times->push_back(*t);
-        return absl::OkStatus();
-      };
-      for (int i = 0; i < kSmallPerRound; ++i) {
-        if (absl::Status s = run(kSmallBytes, &probe.small_s); !s.ok()) return s;
-      }
-      // Only the last of a few runs in a row counts, when the buffers are in the caches as in a
-      // benchmark's loop; the first ones meet what the previous probe left there.
-      for (int i = 0; probe.direct && i < kCachedRuns; ++i) {
-        std::vector<double>* times = i + 1 == kCachedRuns ? &probe.cached_s : nullptr;
-        if (absl::Status s = run(CostModel::kCachedBytes, times); !s.ok()) return s;
-      }
-      if (absl::Status s = run(probe.direct ? kDirectLargeBytes : kLargeBytes, &probe.large_s);
-          !s.ok()) {
-        return s;
+      // Envelopes must agree between ranks that run different sets of probes: a probe runs
+      // fewer than 64 times a round, and there are fewer than 16 probes.
+      uint64_t which = (static_cast<uint64_t>(round) * 16 + probe.slot) * 64;
+      for (size_t bytes : probe.Sizes()) {
+        const bool largest = bytes == probe.Sizes().back();
+        for (int i = 0; i < (largest ? 1 : kRunsInARow); ++i) {
+          absl::StatusOr<double> t =
+              probe.direct ? RunProbe(peers, probe, bytes, direct_in, direct_out, which++, deadline)
+                           : RunProbe(peers, probe, bytes, largest ? large : small_in,
+                                      largest ? large : small_out, which++, deadline);
+          if (!t.ok()) return t.status();
+          if (largest || !probe.direct || i + 1 == kRunsInARow) probe.seconds[bytes].push_back(*t);
+        }
       }
     }
   }
@@ -350,7 +346,11 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
   if (absl::Status s = RunProbes(peers, probes, deadline); !s.ok()) return s;
   for (const Probe& probe : probes) {
     // Rank 0 is in node 0 and in lane 0: its probes are the ones rank 0 planned.
-    model.Set(probe.name, probe.ranks, probe.Fit(model.gamma()));
+    if (probe.direct) {
+      model.SetCurve(probe.name, probe.ranks, probe.FitCurve());
+    } else {
+      model.Set(probe.name, probe.ranks, probe.FitLink(model.gamma()));
+    }
   }
 
   if (rank == 0) {

@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -16,22 +18,58 @@ namespace {
 constexpr LinkCost kDefaultShm{1.0, 4.0};
 constexpr LinkCost kDefaultNet{30.0, 1.0};
 
-bool IsDirect(absl::string_view name) { return name != "shm" && name != "net"; }
+constexpr absl::string_view kPointField = "us_at_";
 
-bool KnownDirectClass(absl::string_view algorithm, absl::string_view collective) {
+bool IsDirectClass(absl::string_view algorithm, absl::string_view collective) {
   return (algorithm == "shm_direct" || algorithm == "cma_direct") &&
          (collective == "all_reduce" || collective == "reduce_scatter" ||
           collective == "all_gather" || collective == "broadcast");
 }
 
+// The entry of `table` for (`name`, `ranks`): that size, else the size-less one, else the
+// nearest size (its size in *found); nullptr when there is none. `usable` tells entries apart
+// from ones a file left incomplete.
+template <typename Entry, typename Usable>
+const Entry* Lookup(const std::map<std::pair<std::string, int>, Entry>& table,
+                    absl::string_view name, int ranks, Usable usable, int* found) {
+  const std::string key(name);
+  for (int r : {ranks, 0}) {
+    auto it = table.find({key, r});
+    if (it != table.end() && usable(it->second)) {
+      *found = r == 0 ? ranks : r;
+      return &it->second;
+    }
+  }
+  const Entry* nearest = nullptr;
+  for (auto it = table.lower_bound({key, 1}); it != table.end() && it->first.first == key; ++it) {
+    const int r = it->first.second;
+    if (usable(it->second) &&
+        (nearest == nullptr || std::abs(r - ranks) < std::abs(*found - ranks))) {
+      nearest = &it->second;
+      *found = r;
+    }
+  }
+  return nearest;
+}
+
+// "shm_direct.all_gather.2": a table key as the text form writes it.
+std::string Label(const std::pair<std::string, int>& key) {
+  return key.second > 0 ? absl::StrCat(key.first, ".", key.second) : key.first;
+}
+
+bool UsableLink(const LinkCost& cost) { return cost.gbps > 0 && cost.alpha_us > 0; }
+bool UsableCurve(const TimeCurve& curve) { return curve.usable(); }
+
 }  // namespace
 
-double LinkCost::Time(double bytes) const {
-  const double cached = static_cast<double>(CostModel::kCachedBytes);
-  if (cached_gbps <= 0) return alpha() + bytes * beta();
-  const double cached_beta = 1.0 / (cached_gbps * 1e9);
-  if (bytes <= cached) return alpha() + bytes * cached_beta;
-  return alpha() + cached * cached_beta + (bytes - cached) * beta();
+double TimeCurve::Seconds(double bytes) const {
+  auto upper = points_.lower_bound(static_cast<size_t>(std::max(bytes, 0.0)));
+  if (upper == points_.begin()) return upper->second * 1e-6;
+  if (upper == points_.end()) --upper;  // extrapolate along the last segment
+  const auto lower = std::prev(upper);
+  const double x0 = static_cast<double>(lower->first), x1 = static_cast<double>(upper->first);
+  const double slope = (upper->second - lower->second) / (x1 - x0);
+  return std::max(lower->second + (bytes - x0) * slope, points_.begin()->second) * 1e-6;
 }
 
 std::string CostModel::DirectClass(absl::string_view algorithm, absl::string_view collective) {
@@ -39,12 +77,18 @@ std::string CostModel::DirectClass(absl::string_view algorithm, absl::string_vie
 }
 
 bool CostModel::Has(absl::string_view name, int ranks) const {
-  auto it = classes_.find({std::string(name), ranks});
-  return it != classes_.end() && it->second.gbps > 0 && it->second.alpha_us > 0;
+  const std::pair<std::string, int> key{std::string(name), ranks};
+  if (auto it = classes_.find(key); it != classes_.end()) return UsableLink(it->second);
+  if (auto it = curves_.find(key); it != curves_.end()) return it->second.usable();
+  return false;
 }
 
 void CostModel::Set(absl::string_view name, int ranks, LinkCost cost) {
   classes_[{std::string(name), ranks}] = cost;
+}
+
+void CostModel::SetCurve(absl::string_view name, int ranks, TimeCurve curve) {
+  curves_[{std::string(name), ranks}] = std::move(curve);
 }
 
 void CostModel::set_reduce_gbps(double gbps) {
@@ -53,30 +97,21 @@ void CostModel::set_reduce_gbps(double gbps) {
 }
 
 LinkCost CostModel::Get(absl::string_view name, int ranks) const {
-  const std::string key(name);
-  if (Has(key, ranks)) return classes_.at({key, ranks});
-  if (Has(key, 0)) return classes_.at({key, 0});
-  int nearest = 0;
-  LinkCost cost;
-  for (auto it = classes_.lower_bound({key, 1}); it != classes_.end() && it->first.first == key;
-       ++it) {
-    const int r = it->first.second;
-    if (nearest == 0 || std::abs(r - ranks) < std::abs(nearest - ranks)) {
-      nearest = r;
-      cost = it->second;
-    }
+  int found = 0;
+  if (const LinkCost* cost = Lookup(classes_, name, ranks, UsableLink, &found)) return *cost;
+  return name == "net" ? kDefaultNet : kDefaultShm;
+}
+
+double CostModel::DirectSeconds(absl::string_view name, int ranks, double bytes) const {
+  int found = 0;
+  if (const TimeCurve* curve = Lookup(curves_, name, ranks, UsableCurve, &found)) {
+    const double t = curve->Seconds(bytes);
+    if (found == ranks) return t;
+    const double fixed = curve->Seconds(0);
+    return fixed + (t - fixed) * ranks / found;
   }
-  if (nearest > 0) {
-    if (IsDirect(name)) {
-      cost.gbps *= static_cast<double>(nearest) / ranks;
-      cost.cached_gbps *= static_cast<double>(nearest) / ranks;
-    }
-    return cost;
-  }
-  if (name == "net") return kDefaultNet;
-  if (name == "shm") return kDefaultShm;
   const LinkCost shm = Get("shm", ranks);
-  return LinkCost{shm.alpha_us * 2, shm.gbps / 3};
+  return 2 * shm.alpha() + 3 * bytes * shm.beta();
 }
 
 absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) {
@@ -88,9 +123,10 @@ absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) 
     auto bad = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat(
           origin, ":", line_number, ": '", line, "': ", why,
-          " (expected 'KEY VALUE': KEY is reduce.gbps or CLASS[.RANKS].FIELD, CLASS one of shm, "
-          "net, shm_direct.COLLECTIVE, cma_direct.COLLECTIVE (all_reduce, reduce_scatter, "
-          "all_gather, broadcast), FIELD one of alpha_us, gbps, cached_gbps; VALUE > 0)"));
+          " (expected 'KEY VALUE': KEY is reduce.gbps, or LINK[.RANKS].alpha_us or "
+          "LINK[.RANKS].gbps with LINK shm or net, or DIRECT.COLLECTIVE[.RANKS].us_at_BYTES with "
+          "DIRECT shm_direct or cma_direct and COLLECTIVE all_reduce, reduce_scatter, all_gather "
+          "or broadcast; VALUE > 0)"));
     };
     std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());
     double value = 0;
@@ -103,36 +139,44 @@ absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) 
       continue;
     }
     std::vector<absl::string_view> parts = absl::StrSplit(words[0], '.');
-    std::string name;
-    if (parts.size() >= 3 && KnownDirectClass(parts[0], parts[1])) {
-      name = DirectClass(parts[0], parts[1]);
-      parts.erase(parts.begin());
-    } else if (parts[0] == "shm" || parts[0] == "net") {
-      name = std::string(parts[0]);
-    } else {
-      return bad("unknown key");
-    }
+    const bool direct = parts.size() >= 3 && IsDirectClass(parts[0], parts[1]);
+    if (!direct && parts[0] != "shm" && parts[0] != "net") return bad("unknown key");
+    const std::string name = direct ? DirectClass(parts[0], parts[1]) : std::string(parts[0]);
+    if (direct) parts.erase(parts.begin());
     int ranks = 0;
     if (parts.size() < 2 || parts.size() > 3) return bad("unknown key");
     if (parts.size() == 3 && (!absl::SimpleAtoi(parts[1], &ranks) || ranks < 1)) {
       return bad("RANKS is not a positive number");
     }
+    const absl::string_view field = parts.back();
+    if (direct) {
+      size_t bytes = 0;
+      if (!absl::StartsWith(field, kPointField) ||
+          !absl::SimpleAtoi(field.substr(kPointField.size()), &bytes)) {
+        return bad("unknown field");
+      }
+      curves_[{name, ranks}].Set(bytes, value);
+      continue;
+    }
     LinkCost& cost = classes_[{name, ranks}];
-    if (parts.back() == "alpha_us") {
+    if (field == "alpha_us") {
       cost.alpha_us = value;
-    } else if (parts.back() == "gbps") {
+    } else if (field == "gbps") {
       cost.gbps = value;
-    } else if (parts.back() == "cached_gbps" && IsDirect(name)) {
-      cost.cached_gbps = value;
     } else {
       return bad("unknown field");
     }
   }
   for (const auto& [key, cost] : classes_) {
-    if (cost.alpha_us <= 0 || cost.gbps <= 0) {
+    if (!UsableLink(cost)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(origin, ": ", key.first, key.second > 0 ? absl::StrCat(".", key.second) : "",
-                       " needs both alpha_us and gbps"));
+          absl::StrCat(origin, ": ", Label(key), " needs both alpha_us and gbps"));
+    }
+  }
+  for (const auto& [key, curve] : curves_) {
+    if (!curve.usable()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(origin, ": ", Label(key), " needs two us_at_BYTES points at least"));
     }
   }
   source_ = std::string(origin);
@@ -140,13 +184,18 @@ absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) 
 }
 
 std::string CostModel::Format() const {
-  std::string text = "# weft tuning: alpha in microseconds, bandwidth in 1e9 bytes/s\n";
+  std::string text =
+      "# weft tuning: alpha in microseconds, bandwidth in 1e9 bytes/s, us_at_BYTES: the "
+      "microseconds of one collective of BYTES\n";
   if (has_reduce_) absl::StrAppend(&text, "reduce.gbps ", reduce_gbps_, "\n");
   for (const auto& [key, cost] : classes_) {
-    const std::string name = key.second > 0 ? absl::StrCat(key.first, ".", key.second) : key.first;
-    absl::StrAppend(&text, name, ".alpha_us ", cost.alpha_us, "\n", name, ".gbps ", cost.gbps,
-                    "\n");
-    if (cost.cached_gbps > 0) absl::StrAppend(&text, name, ".cached_gbps ", cost.cached_gbps, "\n");
+    absl::StrAppend(&text, Label(key), ".alpha_us ", cost.alpha_us, "\n", Label(key), ".gbps ",
+                    cost.gbps, "\n");
+  }
+  for (const auto& [key, curve] : curves_) {
+    for (const auto& [bytes, us] : curve.points()) {
+      absl::StrAppend(&text, Label(key), ".", kPointField, bytes, " ", us, "\n");
+    }
   }
   return text;
 }

@@ -18,7 +18,7 @@ namespace weft {
 namespace {
 
 constexpr uint64_t kArenaMagic = 0x57454654'4152454eull;  // "WEFTAREN"
-constexpr uint32_t kArenaVersion = 2;
+constexpr uint32_t kArenaVersion = 3;
 constexpr size_t kPageBytes = 4096;
 
 // A waiter first spins (a publisher on another core answers within a cache-line transfer, well
