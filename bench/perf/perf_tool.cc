@@ -82,6 +82,9 @@ class Tool {
   int Run(const std::vector<std::string>& notes) {
     CommOptions comm_options;
     comm_options.algorithm = options_.algorithm;
+    // -R puts every rank's buffers in AllocShared memory: the tuner should know (as
+    // nccl-tests' -R registers buffers with the communicator).
+    comm_options.shared_buffers = options_.local_register != 0;
     // The communicator's own bound (creation included) follows -T unless WEFT_TIMEOUT says.
     if (options_.timeout_s > 0 && std::getenv("WEFT_TIMEOUT") == nullptr) {
       comm_options.timeout = absl::Seconds(options_.timeout_s);

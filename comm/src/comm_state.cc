@@ -50,6 +50,14 @@ absl::StatusOr<CommConfig> ResolveConfig(const CommOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("WEFT_TRANSPORT='", config.transport, "' is not one of auto, tcp, shm, ucx"));
   }
+  if (options.shared_buffers.has_value()) {
+    config.shared_buffers = *options.shared_buffers;
+  } else if (const std::string text = EnvOr("WEFT_SHARED_BUFFERS", "0"); text == "1") {
+    config.shared_buffers = true;
+  } else if (text != "0") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("WEFT_SHARED_BUFFERS='", text, "' is not 1 or 0"));
+  }
 #ifndef WEFT_HAVE_UCX
   if (config.transport == "ucx") {
     return absl::InvalidArgumentError(
@@ -166,6 +174,7 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
       new CommState(std::move(rendezvous), rank, size, std::move(config), *std::move(selector)));
   state->peers_ = std::make_unique<Peers>(rank, size, std::move(links), std::move(arena));
   state->peers_->SetNodes(NodeLayout(*hosts, rank));
+  state->peers_->SetSharedBuffers(state->config_.shared_buffers);
   absl::StatusOr<CostModel> model =
       LoadOrCalibrate(*state->peers_, *state->rendezvous_.store, deadline);
   if (!model.ok()) return fail(model.status(), "calibrating the tuner");

@@ -27,6 +27,7 @@ struct CommConfig {
   absl::Duration timeout;
   std::string algorithm_spec;
   std::string transport;  // "auto", "tcp", "shm" or "ucx"
+  bool shared_buffers = false;
 };
 absl::StatusOr<CommConfig> ResolveConfig(const CommOptions& options);
 

@@ -462,6 +462,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
   options.timeout = state_->config().timeout;
   options.algorithm = state_->config().algorithm_spec;
   options.transport = state_->config().transport;
+  options.shared_buffers = state_->config().shared_buffers;
   return Build(std::move(child), new_rank, static_cast<int>(members.size()), options);
 }
 

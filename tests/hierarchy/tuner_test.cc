@@ -200,6 +200,25 @@ TEST(CostTuner, EachDirectCollectiveFollowsItsOwnCurve) {
   EXPECT_DOUBLE_EQ(tuner.Predict(AlgorithmId::kShmDirect, OpKind::kBarrier, 1e6, shape), 1e-6);
 }
 
+TEST(CostTuner, SharedBuffersPriceCmaDirectFromItsOwnCurve) {
+  CostModel model = TestModel();
+  ASSERT_TRUE(model
+                  .Merge("cma_direct_shared.all_reduce.2.us_at_0 2\n"
+                         "cma_direct_shared.all_reduce.2.us_at_20000000 1002\n",
+                         "shared.txt")
+                  .ok());
+  const CostTuner tuner(model);
+  TuningShape shape = TwoRanksOnOneHost();
+  // cma_direct over plain buffers: 10 us + n / 10 GB/s; over AllocShared ones 2 us + n / 20 GB/s.
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kCmaDirect, OpKind::kAllReduce, 1e6, shape), 110e-6,
+              1e-12);
+  EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, 32 << 10, shape).algorithm, AlgorithmId::kShmDirect);
+  shape.shared_buffers = true;
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kCmaDirect, OpKind::kAllReduce, 1e6, shape), 52e-6, 1e-12);
+  EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, 8, shape).algorithm, AlgorithmId::kShmDirect);
+  EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, 32 << 10, shape).algorithm, AlgorithmId::kCmaDirect);
+}
+
 TEST(CostTuner, PricesTheRingWithTheFormulaOfTheSpec) {
   const CostTuner tuner(TestModel());
   TuningShape shape;
@@ -308,6 +327,16 @@ TEST_F(Calibration, TheHostCacheIsReadWhenItCoversTheCommunicator) {
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->source(), TuningCachePath());
   EXPECT_NEAR(model->DirectSeconds("cma_direct.all_reduce", 2, 0), 10e-6, 1e-12);
+}
+
+TEST_F(Calibration, EveryRankMustAgreeOnSharedBuffers) {
+  FileStore store(store_dir_.path());
+  ASSERT_TRUE(store.Set("tuning/plan", "- shared_buffers").ok());  // as rank 0 would say
+  auto peers = FakePeers({"a", "a"}, 1);
+  absl::StatusOr<CostModel> model = LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(model.status().message(), "WEFT_SHARED_BUFFERS")) << model.status();
 }
 
 TEST_F(Calibration, ASingleRankHasNothingToMeasure) {

@@ -23,6 +23,7 @@ const std::vector<Variable>& KnownVariables() {
       {"WEFT_SOCKET_IFNAME", "", "interfaces for TCP: prefixes, ^ excludes, = exact"},
       {"WEFT_SOCKET_NSTREAMS", "2", "TCP connections per peer"},
       {"WEFT_SHM_CMA", "0", "1: large shared-memory messages read straight from the peer"},
+      {"WEFT_SHARED_BUFFERS", "0", "1: buffers come from AllocShared on every rank (tuner hint)"},
       {"WEFT_DEBUG", "", "WARN, INFO or TRACE diagnostics on stderr"},
       {"WEFT_SIMD", "", "scalar, avx2 or avx512: lower the reduction kernels' SIMD level"},
       {"WEFT_TUNING_FILE", "", "tuner parameters to use instead of measuring them"},

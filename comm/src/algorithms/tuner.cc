@@ -36,6 +36,7 @@ TuningShape TuningShape::Of(const Peers& peers) {
   shape.max_local = nodes.max_local_size();
   shape.arena = peers.arena() != nullptr;
   shape.remote_read = Usable(AlgorithmId::kCmaDirect, peers);
+  shape.shared_buffers = peers.shared_buffers();
   return shape;
 }
 
@@ -109,7 +110,11 @@ double CostTuner::Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
       if (!(algorithm == AlgorithmId::kShmDirect ? shape.arena : shape.remote_read)) return -1;
       const OpKind measured =
           kind == OpKind::kReduce || kind == OpKind::kBarrier ? OpKind::kAllReduce : kind;
-      return model_.DirectSeconds(CostModel::DirectClass(Name(algorithm), Name(measured)), p,
+      // cma_direct reads shared buffers with plain loads, others through the kernel: two curves.
+      const char* measured_as = algorithm == AlgorithmId::kCmaDirect && shape.shared_buffers
+                                    ? CostModel::kCmaDirectShared
+                                    : Name(algorithm);
+      return model_.DirectSeconds(CostModel::DirectClass(measured_as, Name(measured)), p,
                                   kind == OpKind::kBarrier ? 0 : n);
     }
     case AlgorithmId::kHierarchical: {

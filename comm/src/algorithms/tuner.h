@@ -25,10 +25,11 @@ namespace weft {
 struct TuningShape {
   int ranks = 1;
   int nodes = 1;
-  int lanes = 1;             // NodeLayout::lanes(): ranks per node on the smallest node
-  int max_local = 1;         // ranks on the largest node
-  bool arena = false;        // every rank shares this host's arena (shm_direct can run)
-  bool remote_read = false;  // and may read the others' memory (cma_direct can run)
+  int lanes = 1;                // NodeLayout::lanes(): ranks per node on the smallest node
+  int max_local = 1;            // ranks on the largest node
+  bool arena = false;           // every rank shares this host's arena (shm_direct can run)
+  bool remote_read = false;     // and may read the others' memory (cma_direct can run)
+  bool shared_buffers = false;  // buffers come from AllocShared (CommOptions::shared_buffers)
 
   static TuningShape Of(const Peers& peers);
 };

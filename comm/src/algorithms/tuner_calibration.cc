@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -21,6 +22,7 @@
 #include "algorithms/algorithm.h"
 #include "algorithms/hierarchical_group.h"
 #include "log.h"
+#include "weft/comm/shared_memory.h"
 #include "weft/kernels/reduce.h"
 #include "weft/topology/host.h"
 
@@ -78,7 +80,8 @@ struct Probe {
   RankGroup group;   // for the ring classes
   std::optional<AlgorithmId> direct;
   OpKind kind = OpKind::kAllReduce;
-  int slot = 0;  // shm 0, net 1, direct probes 2.. : the same on every rank
+  int slot = 0;         // shm 0, net 1, direct probes 2.. : the same on every rank
+  bool shared = false;  // a direct algorithm over buffers from AllocShared
   std::map<size_t, std::vector<double>> seconds = {};  // per size, the runs that count
 
   std::vector<size_t> Sizes() const {
@@ -115,13 +118,12 @@ struct Probe {
 
 // Runs one collective of `bytes` for `probe`: the ring classes' all-reduce in place in `out`, a
 // direct collective from `in` into `out`; `which` makes its envelope unique.
-absl::StatusOr<double> RunProbe(Peers& peers, const Probe& probe, size_t bytes,
-                                const std::vector<float>& in, std::vector<float>& out,
-                                uint64_t which, const Deadline& deadline) {
+absl::StatusOr<double> RunProbe(Peers& peers, const Probe& probe, size_t bytes, const float* in,
+                                float* out, uint64_t which, const Deadline& deadline) {
   CollectiveArgs args;
   args.kind = probe.kind;
-  args.send = probe.direct ? in.data() : out.data();
-  args.recv = out.data();
+  args.send = probe.direct ? in : out;
+  args.recv = out;
   args.count = FloatsPerRank(probe.kind, bytes, probe.ranks);
   args.dtype = DataType::kFloat32;
   args.op = ReduceOp::kMax;  // keeps the values bounded across runs
@@ -141,7 +143,7 @@ absl::StatusOr<double> RunProbe(Peers& peers, const Probe& probe, size_t bytes,
     return Since(start);
   }
   const Segments segments = Segments::Even(args.count, probe.group.size(), sizeof(float));
-  auto* at = reinterpret_cast<std::byte*>(out.data());
+  auto* at = reinterpret_cast<std::byte*>(out);
   if (absl::Status s =
           GroupRingReduceScatter(peers, probe.group, at, segments, args.dtype, args.op, 0);
       !s.ok()) {
@@ -154,6 +156,26 @@ absl::StatusOr<double> RunProbe(Peers& peers, const Probe& probe, size_t bytes,
   return Since(start);
 }
 
+// A buffer of `bytes` from AllocShared, freed with the object.
+class SharedFloats {
+ public:
+  static absl::StatusOr<SharedFloats> Make(size_t bytes) {
+    absl::StatusOr<void*> memory = AllocShared(bytes);
+    if (!memory.ok()) return memory.status();
+    return SharedFloats(static_cast<float*>(*memory));
+  }
+  SharedFloats(SharedFloats&& other) : data_(std::exchange(other.data_, nullptr)) {}
+  SharedFloats& operator=(SharedFloats&&) = delete;
+  ~SharedFloats() {
+    if (data_ != nullptr) FreeShared(data_).IgnoreError();
+  }
+  float* data() const { return data_; }
+
+ private:
+  explicit SharedFloats(float* data) : data_(data) {}
+  float* data_;
+};
+
 // Every rank runs the probes it belongs to, in the same order, round after round.
 absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline& deadline) {
   std::vector<float> small_in(kSmallBytes / sizeof(float), 1.0f), small_out(small_in);
@@ -162,6 +184,16 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
       std::any_of(probes.begin(), probes.end(), [](const Probe& p) { return p.direct; });
   std::vector<float> direct_in(any_direct ? kDirectLargeBytes / sizeof(float) : 0, 1.0f);
   std::vector<float> direct_out(direct_in);
+  // AllocShared memory is zero-filled: a fine input for the max the probes reduce with.
+  std::optional<SharedFloats> shared_in, shared_out;
+  if (std::any_of(probes.begin(), probes.end(), [](const Probe& p) { return p.shared; })) {
+    absl::StatusOr<SharedFloats> in = SharedFloats::Make(kDirectLargeBytes);
+    absl::StatusOr<SharedFloats> out = SharedFloats::Make(kDirectLargeBytes);
+    if (!in.ok()) return in.status();
+    if (!out.ok()) return out.status();
+    shared_in.emplace(*std::move(in));
+    shared_out.emplace(*std::move(out));
+  }
   for (int round = 0; round < kRounds; ++round) {
     for (Probe& probe : probes) {
       // Envelopes must agree between ranks that run different sets of probes: a probe runs
@@ -171,9 +203,13 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
         const bool largest = bytes == probe.Sizes().back();
         for (int i = 0; i < (largest ? 1 : kRunsInARow); ++i) {
           absl::StatusOr<double> t =
-              probe.direct ? RunProbe(peers, probe, bytes, direct_in, direct_out, which++, deadline)
-                           : RunProbe(peers, probe, bytes, largest ? large : small_in,
-                                      largest ? large : small_out, which++, deadline);
+              probe.shared ? RunProbe(peers, probe, bytes, shared_in->data(), shared_out->data(),
+                                      which++, deadline)
+              : probe.direct
+                  ? RunProbe(peers, probe, bytes, direct_in.data(), direct_out.data(), which++,
+                             deadline)
+                  : RunProbe(peers, probe, bytes, largest ? large.data() : small_in.data(),
+                             largest ? large.data() : small_out.data(), which++, deadline);
           if (!t.ok()) return t.status();
           if (largest || !probe.direct || i + 1 == kRunsInARow) probe.seconds[bytes].push_back(*t);
         }
@@ -231,25 +267,32 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& tex
   return absl::OkStatus();
 }
 
-// What rank 0 found missing, for every rank to help measure.
+// What rank 0 found missing, for every rank to help measure; and rank 0's
+// CommOptions::shared_buffers, which every rank must share.
 struct Plan {
   bool shm = false, net = false;
   std::vector<AlgorithmId> direct;
+  bool shared_buffers = false;
 
   bool empty() const { return !shm && !net && direct.empty(); }
   std::string Encode() const {
     std::string text = absl::StrCat(shm ? "shm " : "", net ? "net " : "");
     for (AlgorithmId id : direct) absl::StrAppend(&text, Name(id), " ");
-    return text + "-";
+    return absl::StrCat(text, "-", shared_buffers ? " shared_buffers" : "");
   }
   static Plan Decode(absl::string_view text) {
     Plan plan;
     for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
       if (word == "shm") plan.shm = true;
       if (word == "net") plan.net = true;
+      if (word == "shared_buffers") plan.shared_buffers = true;
       if (std::optional<AlgorithmId> id = ParseAlgorithm(word)) plan.direct.push_back(*id);
     }
     return plan;
+  }
+  // The class name a direct algorithm's curves are kept under.
+  const char* ClassOf(AlgorithmId id) const {
+    return id == AlgorithmId::kCmaDirect && shared_buffers ? CostModel::kCmaDirectShared : Name(id);
   }
 };
 
@@ -280,6 +323,7 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
 
   CostModel model;
   Plan plan;
+  plan.shared_buffers = peers.shared_buffers();
   std::string cache;
   if (rank == 0) {
     if (const char* file = Env("WEFT_TUNING_FILE")) {
@@ -305,7 +349,7 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
       for (AlgorithmId id : kDirectAlgorithms) {
         const bool measured = std::all_of(
             std::begin(kDirectCollectives), std::end(kDirectCollectives), [&](OpKind kind) {
-              return model.Has(CostModel::DirectClass(Name(id), Name(kind)), peers.size());
+              return model.Has(CostModel::DirectClass(plan.ClassOf(id), Name(kind)), peers.size());
             });
         if (Usable(id, peers) && !measured) plan.direct.push_back(id);
       }
@@ -316,6 +360,12 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
     absl::StatusOr<std::string> text = store.Get("tuning/plan", deadline);
     if (!text.ok()) return text.status();
     plan = Plan::Decode(*text);
+    if (plan.shared_buffers != peers.shared_buffers()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", rank, ": shared_buffers (WEFT_SHARED_BUFFERS) is ",
+          peers.shared_buffers() ? "on" : "off", " here but ", plan.shared_buffers ? "on" : "off",
+          " on rank 0: every rank must say the same"));
+    }
   }
 
   // Every group measures at once, as the algorithms run; rank 0's numbers are kept.
@@ -339,8 +389,10 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
   int slot = 2;
   for (AlgorithmId id : plan.direct) {
     for (OpKind kind : kDirectCollectives) {
-      probes.push_back(
-          {CostModel::DirectClass(Name(id), Name(kind)), peers.size(), {}, id, kind, slot++});
+      Probe probe{
+          CostModel::DirectClass(plan.ClassOf(id), Name(kind)), peers.size(), {}, id, kind, slot++};
+      probe.shared = id == AlgorithmId::kCmaDirect && plan.shared_buffers;
+      probes.push_back(std::move(probe));
     }
   }
   if (absl::Status s = RunProbes(peers, probes, deadline); !s.ok()) return s;

@@ -21,7 +21,8 @@ constexpr LinkCost kDefaultNet{30.0, 1.0};
 constexpr absl::string_view kPointField = "us_at_";
 
 bool IsDirectClass(absl::string_view algorithm, absl::string_view collective) {
-  return (algorithm == "shm_direct" || algorithm == "cma_direct") &&
+  return (algorithm == "shm_direct" || algorithm == "cma_direct" ||
+          algorithm == CostModel::kCmaDirectShared) &&
          (collective == "all_reduce" || collective == "reduce_scatter" ||
           collective == "all_gather" || collective == "broadcast");
 }
@@ -125,7 +126,8 @@ absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) 
           origin, ":", line_number, ": '", line, "': ", why,
           " (expected 'KEY VALUE': KEY is reduce.gbps, or LINK[.RANKS].alpha_us or "
           "LINK[.RANKS].gbps with LINK shm or net, or DIRECT.COLLECTIVE[.RANKS].us_at_BYTES with "
-          "DIRECT shm_direct or cma_direct and COLLECTIVE all_reduce, reduce_scatter, all_gather "
+          "DIRECT shm_direct, cma_direct or cma_direct_shared and COLLECTIVE all_reduce, "
+          "reduce_scatter, all_gather "
           "or broadcast; VALUE > 0)"));
     };
     std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());

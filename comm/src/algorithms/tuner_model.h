@@ -10,7 +10,10 @@
 // of its own,
 //   shm_direct.COLLECTIVE, cma_direct.COLLECTIVE  (COLLECTIVE: all_reduce, reduce_scatter,
 //               all_gather, broadcast)
-//               the time of one whole collective at a few sizes (see TimeCurve).
+//               the time of one whole collective at a few sizes (see TimeCurve);
+//   cma_direct_shared.COLLECTIVE
+//               the same for cma_direct over buffers from AllocShared, measured only for
+//               communicators that say they use them (CommOptions::shared_buffers).
 // Calibration measures everything with all ranks of the group busy at once, as in real use, so
 // an entry is kept per group size ("shm.4": four ranks of a node); an entry without a size
 // applies to any size.
@@ -58,8 +61,10 @@ class TimeCurve {
 
 class CostModel {
  public:
-  // The class of direct algorithm `algorithm` ("shm_direct", "cma_direct") for `collective`.
+  // The class of direct algorithm `algorithm` ("shm_direct", "cma_direct", or
+  // kCmaDirectShared: cma_direct over buffers from AllocShared) for `collective`.
   static std::string DirectClass(absl::string_view algorithm, absl::string_view collective);
+  static constexpr char kCmaDirectShared[] = "cma_direct_shared";
 
   // The cost of link class `name` ("shm", "net") for a group of `ranks`: the entry for that
   // size, else the size-less entry, else the nearest measured size, else the built-in default.

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,11 @@ struct CommOptions {
   // hosts, shared memory within one; only in builds with UCX).
   // Default: WEFT_TRANSPORT, else "auto".
   std::string transport;
+  // Whether the collectives' buffers come from AllocShared (shared_memory.h) on every rank, as
+  // nccl-tests' -R registers them: the tuner then prices the algorithms that read the peers'
+  // buffers in place accordingly. Other buffers still work, only slower. Every rank must say the
+  // same (checked at creation). Default: WEFT_SHARED_BUFFERS (1 or 0), else false.
+  std::optional<bool> shared_buffers;
 };
 
 namespace internal {
