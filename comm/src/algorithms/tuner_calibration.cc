@@ -41,10 +41,13 @@ constexpr size_t kLargeBytes = 2 << 20;
 constexpr size_t kDirectSizes[] = {kSmallBytes, 32 << 10, 512 << 10, 2 << 20, 8 << 20};
 constexpr size_t kDirectLargeBytes = std::end(kDirectSizes)[-1];
 constexpr int kRounds = 6;
-// Runs of a size in a row: the ring's small ones all count; of a direct size below the largest
-// only the last counts, when the buffers are in the caches as in a benchmark's loop (the first
-// ones meet what the previous probe left there).
-constexpr int kRunsInARow = 4;
+// The ring's small size runs kSmallRuns times a round, each timed; its large size once. A direct
+// size runs once to warm the buffers (and to let the ranks fall into step), then kDirectRuns
+// times in a row timed as one, as a benchmark's loop runs (8 MiB still fits the last-level
+// cache, so a cold first run says little), twice at the largest size.
+constexpr int kSmallRuns = 4;
+constexpr int kDirectRuns = 3;
+constexpr int kDirectRunsAtLargest = 2;
 constexpr AlgorithmId kDirectAlgorithms[] = {AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect};
 constexpr OpKind kDirectCollectives[] = {OpKind::kAllReduce, OpKind::kReduceScatter,
                                          OpKind::kAllGather, OpKind::kBroadcast};
@@ -118,8 +121,8 @@ struct Probe {
 
 // Runs one collective of `bytes` for `probe`: the ring classes' all-reduce in place in `out`, a
 // direct collective from `in` into `out`; `which` makes its envelope unique.
-absl::StatusOr<double> RunProbe(Peers& peers, const Probe& probe, size_t bytes, const float* in,
-                                float* out, uint64_t which, const Deadline& deadline) {
+absl::StatusOr<double> RunOne(Peers& peers, const Probe& probe, size_t bytes, const float* in,
+                              float* out, uint64_t which, const Deadline& deadline) {
   CollectiveArgs args;
   args.kind = probe.kind;
   args.send = probe.direct ? in : out;
@@ -154,6 +157,19 @@ absl::StatusOr<double> RunProbe(Peers& peers, const Probe& probe, size_t bytes, 
     return s;
   }
   return Since(start);
+}
+
+// RunOne `runs` times back to back (envelopes from *which on), the time per run: as in a
+// benchmark's loop, what one rank's run waits for the others' is spread over all of them.
+absl::StatusOr<double> RunProbe(Peers& peers, const Probe& probe, size_t bytes, const float* in,
+                                float* out, int runs, uint64_t* which, const Deadline& deadline) {
+  double total = 0;
+  for (int i = 0; i < runs; ++i) {
+    absl::StatusOr<double> t = RunOne(peers, probe, bytes, in, out, (*which)++, deadline);
+    if (!t.ok()) return t.status();
+    total += *t;
+  }
+  return total / runs;
 }
 
 // A buffer of `bytes` from AllocShared, freed with the object.
@@ -201,17 +217,26 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
       uint64_t which = (static_cast<uint64_t>(round) * 16 + probe.slot) * 64;
       for (size_t bytes : probe.Sizes()) {
         const bool largest = bytes == probe.Sizes().back();
-        for (int i = 0; i < (largest ? 1 : kRunsInARow); ++i) {
-          absl::StatusOr<double> t =
-              probe.shared ? RunProbe(peers, probe, bytes, shared_in->data(), shared_out->data(),
-                                      which++, deadline)
-              : probe.direct
-                  ? RunProbe(peers, probe, bytes, direct_in.data(), direct_out.data(), which++,
-                             deadline)
-                  : RunProbe(peers, probe, bytes, largest ? large.data() : small_in.data(),
-                             largest ? large.data() : small_out.data(), which++, deadline);
+        const float* in = probe.shared   ? shared_in->data()
+                          : probe.direct ? direct_in.data()
+                          : largest      ? large.data()
+                                         : small_in.data();
+        float* out = probe.shared   ? shared_out->data()
+                     : probe.direct ? direct_out.data()
+                     : largest      ? large.data()
+                                    : small_out.data();
+        auto run = [&](int runs) {
+          return RunProbe(peers, probe, bytes, in, out, runs, &which, deadline);
+        };
+        if (probe.direct) {
+          if (absl::StatusOr<double> warm = run(1); !warm.ok()) return warm.status();
+        }
+        const int samples = !probe.direct && !largest ? kSmallRuns : 1;
+        const int runs = !probe.direct ? 1 : largest ? kDirectRunsAtLargest : kDirectRuns;
+        for (int i = 0; i < samples; ++i) {
+          absl::StatusOr<double> t = run(runs);
           if (!t.ok()) return t.status();
-          if (largest || !probe.direct || i + 1 == kRunsInARow) probe.seconds[bytes].push_back(*t);
+          probe.seconds[bytes].push_back(*t);
         }
       }
     }
