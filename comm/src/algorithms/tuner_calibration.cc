@@ -41,11 +41,13 @@ constexpr size_t kLargeBytes = 2 << 20;
 constexpr size_t kDirectSizes[] = {kSmallBytes, 32 << 10, 512 << 10, 2 << 20, 8 << 20};
 constexpr size_t kDirectLargeBytes = std::end(kDirectSizes)[-1];
 constexpr int kRounds = 6;
-// The ring's small size runs kSmallRuns times a round, each timed; its large size once. A direct
-// size runs once to warm the buffers (and to let the ranks fall into step), then kDirectRuns
-// times in a row timed as one, as a benchmark's loop runs (8 MiB still fits the last-level
-// cache, so a cold first run says little), twice at the largest size.
+// Small sizes (the ring's, and a direct collective's below kWarmedBytes) run kSmallRuns times a
+// round, each a sample: their medians shrug off the runs that waited for a late peer. Larger
+// direct sizes run once to warm the buffers, then kDirectRuns times in a row timed as one sample,
+// as a benchmark's loop runs them (8 MiB still fits the last-level cache, so a cold run says
+// little); twice at the largest size. The ring's large size runs once.
 constexpr int kSmallRuns = 4;
+constexpr size_t kWarmedBytes = 512 << 10;
 constexpr int kDirectRuns = 3;
 constexpr int kDirectRunsAtLargest = 2;
 constexpr AlgorithmId kDirectAlgorithms[] = {AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect};
@@ -228,11 +230,12 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
         auto run = [&](int runs) {
           return RunProbe(peers, probe, bytes, in, out, runs, &which, deadline);
         };
-        if (probe.direct) {
+        const bool warmed = probe.direct && bytes >= kWarmedBytes;
+        if (warmed) {
           if (absl::StatusOr<double> warm = run(1); !warm.ok()) return warm.status();
         }
-        const int samples = !probe.direct && !largest ? kSmallRuns : 1;
-        const int runs = !probe.direct ? 1 : largest ? kDirectRunsAtLargest : kDirectRuns;
+        const int samples = warmed || largest ? 1 : kSmallRuns;
+        const int runs = !warmed ? 1 : largest ? kDirectRunsAtLargest : kDirectRuns;
         for (int i = 0; i < samples; ++i) {
           absl::StatusOr<double> t = run(runs);
           if (!t.ok()) return t.status();

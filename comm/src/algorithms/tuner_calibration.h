@@ -9,9 +9,9 @@
 //     inside every node at once; the net class: a ring all-reduce across nodes in every lane at
 //     once; shm_direct and cma_direct (one host): each of their all-reduce, reduce-scatter,
 //     all-gather and broadcast, out of place. The rings are timed at 256 B and 2 MiB, the direct
-//     collectives at 256 B, 32 KiB, 512 KiB, 2 MiB and 8 MiB, the probes taking turns for six
-//     rounds (each direct size warmed once, then timed over runs in a row), and fitted from the
-//     median samples. This takes about 0.4 s on 2 ranks (with shared_buffers, cma_direct is
+//     collectives at 256 B, 32 KiB, 512 KiB, 2 MiB and 8 MiB (from 512 KiB warmed once, then
+//     timed over runs in a row), the probes taking turns for six rounds, and fitted from the
+//     median samples. This takes about 0.3 s on 2 ranks (with shared_buffers, cma_direct is
 //     measured over AllocShared buffers instead), and only the first communicator of a size on
 //     a host pays.
 // Rank 0 then publishes the model through the store and every rank adopts it, so all ranks price
