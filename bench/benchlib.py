@@ -8,7 +8,9 @@ import signal
 import subprocess
 
 ITER_BYTES = 256 << 20  # each timed loop moves about this much: many iterations for small sizes
-MIN_ITERS, MAX_ITERS = 5, 1000
+# A loop of 1000 tiny operations lasts half a millisecond, which one scheduler hiccup moves by
+# 10%: small sizes run up to 20000 (a loop of at least 10 ms).
+MIN_ITERS, MAX_ITERS = 5, 20000
 
 
 def parse_size(text):

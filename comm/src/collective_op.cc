@@ -1,7 +1,10 @@
 #include "collective_op.h"
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "backoff.h"
 #include "weft/kernels/reduce.h"
 
 namespace weft {
@@ -38,9 +41,33 @@ CollectiveOp::CollectiveOp(Peers& peers, const CollectiveArgs& args, AlgorithmId
       algorithm_(algorithm),
       envelope_(MakeEnvelope(args, algorithm, seq)) {}
 
+std::optional<absl::Status> CollectiveOp::TryEagerly(const Deadline& deadline,
+                                                     absl::Duration window) {
+  peers_.Begin(envelope_, deadline);
+  if (posted_ == nullptr) {
+    std::unique_ptr<Algorithm> algorithm = MakeAlgorithm(algorithm_, peers_, args_);
+    if (!algorithm->Post()) return std::nullopt;
+    posted_ = std::move(algorithm);
+  }
+  // The clock is read every few dozen polls only, and first after them: peers in step answer
+  // within a few polls, and a clock read costs as much as several.
+  constexpr int kPollsPerClockRead = 64;
+  std::optional<std::chrono::steady_clock::time_point> give_up;
+  for (int polls = 1; !posted_->PeersPosted(); ++polls) {
+    if (polls % kPollsPerClockRead == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!give_up) give_up = now + absl::ToChronoNanoseconds(window);
+      if (now >= *give_up) return std::nullopt;
+    }
+    CpuRelax();
+  }
+  return Run(deadline);
+}
+
 absl::Status CollectiveOp::Run(const Deadline& deadline) {
   peers_.Begin(envelope_, deadline);
-  std::unique_ptr<Algorithm> algorithm = MakeAlgorithm(algorithm_, peers_, args_);
+  std::unique_ptr<Algorithm> algorithm =
+      posted_ != nullptr ? std::move(posted_) : MakeAlgorithm(algorithm_, peers_, args_);
   if (absl::Status s = algorithm->Run(); !s.ok()) return s;
   if (args_.op == ReduceOp::kAvg) FinishAverage();
   return absl::OkStatus();

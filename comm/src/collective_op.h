@@ -16,6 +16,8 @@ class CollectiveOp final : public Op {
  public:
   CollectiveOp(Peers& peers, const CollectiveArgs& args, AlgorithmId algorithm, uint64_t seq);
   absl::Status Run(const Deadline& deadline) override;
+  bool Eager() const override { return Posts(algorithm_, args_); }
+  std::optional<absl::Status> TryEagerly(const Deadline& deadline, absl::Duration window) override;
   std::string Describe() const override;
   OpSummary Summarize() const override;
 
@@ -27,6 +29,7 @@ class CollectiveOp final : public Op {
   const CollectiveArgs args_;
   const AlgorithmId algorithm_;
   const Envelope envelope_;
+  std::unique_ptr<Algorithm> posted_;  // begun by TryEagerly, for Run to finish
 };
 
 // Sends and receives that progress together (a lone Send or Recv is a batch of one).

@@ -234,7 +234,8 @@ class Check {
     if (!status_.ok() || !IsValid(type)) return *this;
     const size_t es = SizeOf(type);
     const size_t limit = static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max());
-    if (count > limit / es / blocks) {
+    size_t bytes = 0;
+    if (__builtin_mul_overflow(count, es * blocks, &bytes) || bytes > limit) {
       Fail(absl::StrCat(name, ": count ", count, (blocks > 1 ? absl::StrCat(" x ", blocks) : ""),
                         " elements of ", Name(type), " overflows the address space"));
     } else if (buffer == nullptr && count > 0) {

@@ -23,6 +23,10 @@ constexpr absl::Duration kIdleAfter = absl::Milliseconds(20);
 // called: they answer as soon as the report reaches them, so only a dead or stuck rank makes it
 // wait this long.
 constexpr absl::Duration kCompareCallsWait = absl::Seconds(2);
+// How long an eager operation waits on the submitting thread for its peers: ranks in step answer
+// within a few cache-line transfers; late peers cost the submitter no more than this per
+// operation.
+constexpr absl::Duration kEagerWindow = absl::Microseconds(5);
 
 // "all_reduce(count=4096, float, sum)": what the ranks compare after a mismatch.
 std::string DescribeCall(const OpSummary& op) {
@@ -33,6 +37,11 @@ std::string DescribeCall(const OpSummary& op) {
   return call + ")";
 }
 
+// The status of a Work without state.
+absl::Status Empty(bool succeeded) {
+  return succeeded ? absl::OkStatus() : absl::FailedPreconditionError("empty Work handle");
+}
+
 }  // namespace
 
 bool Work::Test() const {
@@ -40,13 +49,13 @@ bool Work::Test() const {
 }
 
 absl::Status Work::status() const {
-  if (state_ == nullptr) return absl::FailedPreconditionError("empty Work handle");
+  if (state_ == nullptr) return Empty(succeeded_);
   if (!Test()) return absl::UnavailableError("operation still running");
   return state_->status;
 }
 
 absl::Status Work::Wait(absl::Duration timeout) const {
-  if (state_ == nullptr) return absl::FailedPreconditionError("empty Work handle");
+  if (state_ == nullptr) return Empty(succeeded_);
   if (Test()) return state_->status;
   if (std::shared_ptr<Engine> engine = state_->engine.lock()) {
     return engine->WaitFor(*state_, timeout);
@@ -72,6 +81,7 @@ std::shared_ptr<Engine> Engine::Start(std::string describe_rank, absl::Duration 
 Engine::~Engine() { Shutdown(); }
 
 Work Engine::Finished(absl::Status status) {
+  if (status.ok()) return Work::Succeeded();
   auto state = std::make_shared<internal::OpState>();
   Finish(*state, std::move(status));
   return Work(std::move(state));
@@ -88,18 +98,33 @@ std::shared_ptr<internal::OpState> Engine::NewState() {
 }
 
 Work Engine::Submit(std::unique_ptr<Op> op, std::shared_ptr<internal::OpState> state) {
+  NoteCallerActivity();
+  if (state == nullptr && op->Eager() && !failed_.load(std::memory_order_acquire) &&
+      !aborted_.load(std::memory_order_relaxed) && exec_mu_.try_lock()) {
+    std::optional<Work> work = SubmitEagerly(op);
+    exec_mu_.unlock();
+    if (work) return *std::move(work);
+  }
   if (state == nullptr) state = NewState();
   state->op = std::move(op);
   state->engine = weak_from_this();
-  NoteCallerActivity();
   std::lock_guard<std::mutex> lock(mu_);
-  state->record = recorder_.Queued(state->op->Summarize(), absl::GetCurrentTimeNanos());
+  state->record = recorder_.Queued(state->op->Summarize());
   if (aborted_.load()) {
     Complete(*state, absl::CancelledError(absl::StrCat(describe_rank_, ": ", state->op->Describe(),
                                                        ": communicator was aborted")));
     return Work(std::move(state));
   }
-  queue_.push_back(state);
+  Enqueue(state, /*at_head=*/false);
+  return Work(std::move(state));
+}
+
+void Engine::Enqueue(std::shared_ptr<internal::OpState> state, bool at_head) {
+  if (at_head) {
+    queue_.push_front(std::move(state));
+  } else {
+    queue_.push_back(std::move(state));
+  }
   queued_.fetch_add(1);
   // Sequentially consistent with the progress thread's store of progress_idle_ and its load of
   // queued_: either it sees this operation before sleeping or this sees it asleep.
@@ -107,7 +132,63 @@ Work Engine::Submit(std::unique_ptr<Op> op, std::shared_ptr<internal::OpState> s
     std::lock_guard<std::mutex> sleep(sleep_mu_);
     wake_.notify_one();
   }
+}
+
+absl::Duration Engine::EagerWindow() {
+  // Ranks that share cores get none: a peer cannot catch up while this rank spins on its core.
+  return Backoff::Oversubscribed() ? absl::ZeroDuration() : kEagerWindow;
+}
+
+std::optional<Work> Engine::SubmitEagerly(std::unique_ptr<Op>& op) {
+  if (queued_.load(std::memory_order_relaxed) > 0 && !DrainEagerHead()) return std::nullopt;
+  const int64_t start = FlightRecorder::Ticks();
+  std::optional<absl::Status> status =
+      op->TryEagerly(Deadline::InCoarse(op_timeout_, &stop_), EagerWindow());
+  if (status && status->ok()) {
+    recorder_.Succeeded(op->Summarize(), start);
+    return Work::Succeeded();
+  }
+  auto state = NewState();
+  state->record = recorder_.Running(op->Summarize(), start);
+  state->op = std::move(op);
+  state->engine = weak_from_this();
+  state->started = true;
+  if (status) {  // failed
+    Finish(*state, Failed(*state, *status));
+    return Work(std::move(state));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Enqueue(state, /*at_head=*/false);  // the queue is empty
   return Work(std::move(state));
+}
+
+bool Engine::DrainEagerHead() {
+  while (true) {
+    std::shared_ptr<internal::OpState> head;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty()) return true;
+      if (!queue_.front()->op->Eager() || failed_.load() || aborted_.load()) return false;
+      head = std::move(queue_.front());
+      queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    if (!head->started) recorder_.Started(head->record);
+    head->started = true;
+    std::optional<absl::Status> status =
+        head->op->TryEagerly(Deadline::InCoarse(op_timeout_, &stop_), EagerWindow());
+    if (!status) {
+      // Back at the head: whoever runs the queue next finishes it first.
+      std::lock_guard<std::mutex> lock(mu_);
+      Enqueue(std::move(head), /*at_head=*/true);
+      return false;
+    }
+    if (!status->ok()) {
+      Finish(*head, Failed(*head, *status));
+      return false;
+    }
+    Complete(*head, *std::move(status));
+  }
 }
 
 void Engine::Execute(internal::OpState& state) {
@@ -145,7 +226,8 @@ void Engine::Execute(internal::OpState& state) {
     Complete(state, absl::FailedPreconditionError(message));
     return;
   }
-  recorder_.Started(state.record);
+  if (!state.started) recorder_.Started(state.record);
+  state.started = true;
   absl::Status status = state.op->Run(Deadline::InCoarse(op_timeout_, &stop_));
   if (status.ok()) {
     Complete(state, std::move(status));
@@ -325,22 +407,29 @@ void Engine::ProgressLoop() {
   auto sleep_for = [&](absl::Duration d) { wake_.wait_for(lock, absl::ToChronoNanoseconds(d)); };
   while (!stopping_.load()) {
     const absl::Time now = absl::Now();
+    const uint64_t activity = caller_activity_.load(std::memory_order_relaxed);
+    // A busy caller runs what it queues when it waits, or completes it as it submits (eager
+    // operations): this thread would only take turns with it on its core, and a tiny operation
+    // whose peer is descheduled for such a turn misses its eager window.
+    const bool caller_busy =
+        activity != caller_activity_seen || inline_waiters_.load(std::memory_order_acquire) > 0;
+    caller_activity_seen = activity;
     if (queued_.load() == 0) {
-      busy_poll = kCallerGrace;
       if (now - last_work > kIdleAfter) {
         progress_idle_.store(true);
         wake_.wait(lock, [&] { return stopping_.load() || queued_.load() > 0; });
         progress_idle_.store(false);
+      } else if (caller_busy) {
+        sleep_for(busy_poll);
+        busy_poll = std::min(2 * busy_poll, kBusyPollMax);
       } else {
+        busy_poll = kCallerGrace;
         sleep_for(kActivePoll);
       }
       continue;
     }
     last_work = now;
-    const uint64_t activity = caller_activity_.load(std::memory_order_relaxed);
-    if (activity != caller_activity_seen || inline_waiters_.load(std::memory_order_acquire) > 0) {
-      // The caller will run the queue when it waits.
-      caller_activity_seen = activity;
+    if (caller_busy) {
       sleep_for(busy_poll);
       busy_poll = std::min(2 * busy_poll, kBusyPollMax);
       continue;

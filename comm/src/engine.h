@@ -1,6 +1,10 @@
 // Engine: runs a communicator's operations one after another, in issue order.
 //
 // Operations are queued by the API calls and executed by whichever thread gets there first:
+//  - a tiny operation (Op::Eager) submitted while nothing is queued or running runs on the
+//    submitting thread, which then hands out a finished Work: a loop of tiny collectives pays no
+//    queue, no shared state and no hand-off. When the peers are late it waits for them a few
+//    microseconds at most, then queues the rest of the operation like any other;
 //  - a thread that waits on a Work runs the queue up to that operation itself (caller-runs), so a
 //    loop of small blocking collectives pays no thread hand-off;
 //  - the progress thread runs operations nobody is waiting on, so compute overlaps communication.
@@ -20,6 +24,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -40,6 +45,17 @@ class Op {
  public:
   virtual ~Op() = default;
   virtual absl::Status Run(const Deadline& deadline) = 0;
+
+  // Whether TryEagerly may start this operation: it is tiny, and can begin without waiting.
+  virtual bool Eager() const { return false; }
+  // Begins the operation without waiting on anybody, or continues it, then gives the peers
+  // `window` to catch up: the operation's status once it is complete, or nullopt when it is not,
+  // and TryEagerly or Run finishes it later from where it got. `deadline` bounds what Run would.
+  virtual std::optional<absl::Status> TryEagerly(const Deadline& /*deadline*/,
+                                                 absl::Duration /*window*/) {
+    return std::nullopt;
+  }
+
   // "all_reduce #12 (ring, 1024 x float sum)": prefixes error messages.
   virtual std::string Describe() const = 0;
   // The same for the flight recorder: no formatting, it runs for every operation.
@@ -52,6 +68,7 @@ struct OpState {
   std::unique_ptr<Op> op;        // released once run
   std::weak_ptr<Engine> engine;  // for caller-runs; expired once the engine is gone
   uint64_t record = 0;           // FlightRecorder id
+  bool started = false;          // recorded as started (by an eager attempt)
   std::atomic<bool> done{false};
   absl::Status status;  // written before `done` becomes true
 };
@@ -64,7 +81,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   static std::shared_ptr<Engine> Start(std::string describe_rank, absl::Duration op_timeout);
   ~Engine();
 
-  // Queues `op`. `state` lets a group hand out its Work before the group is submitted.
+  // Queues `op` (or runs it at once, see Op::Eager). `state` lets a group hand out its Work
+  // before the group is submitted. Callers serialize Submit (the communicator's issue lock), so
+  // that operations run in the order they are numbered.
   Work Submit(std::unique_ptr<Op> op, std::shared_ptr<internal::OpState> state = nullptr);
 
   // A handle for an operation that will be submitted later with Submit(op, state).
@@ -112,6 +131,19 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // the queue is empty).
   void RunQueued(const internal::OpState* until);
   void Execute(internal::OpState& state);
+  // With exec_mu_ held, on the submitting thread: runs `op` at once if the queue is empty (or
+  // drains its eager head first) and it completes within the eager window. Returns its finished
+  // Work, or nullopt with `op` untouched; an op begun but not finished is queued (its Work
+  // returned) so that whoever runs the queue next finishes it first.
+  std::optional<Work> SubmitEagerly(std::unique_ptr<Op>& op);
+  // With exec_mu_ held: completes queued eager operations at the head of the queue while they
+  // finish within the window; true if the queue is then empty.
+  bool DrainEagerHead();
+  // How long an eager attempt waits for the peers (see kEagerWindow).
+  static absl::Duration EagerWindow();
+  // With mu_ held: queues `state` at the back (or, for an eager operation begun but not
+  // finished, at the head) and wakes the progress thread if it sleeps.
+  void Enqueue(std::shared_ptr<internal::OpState> state, bool at_head);
   // Records the end of an operation in the flight recorder, then finishes its Work.
   void Complete(internal::OpState& state, absl::Status status);
   // The error of an operation whose Run failed with `cause`: names this rank, the operation and

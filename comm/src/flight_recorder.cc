@@ -86,16 +86,6 @@ constexpr auto kFieldLoad = std::memory_order_acquire;
 
 // A cheap monotonic tick: the CPU's timestamp counter where it has a constant rate (x86-64;
 // Weft's targets have constant_tsc), else the monotonic clock in nanoseconds.
-int64_t Ticks() {
-#if defined(__x86_64__)
-  return static_cast<int64_t>(__rdtsc());
-#else
-  timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
-#endif
-}
-
 std::atomic<uint64_t> dump_signals{0};
 
 void OnDumpSignal(int) { dump_signals.fetch_add(1, std::memory_order_relaxed); }
@@ -112,7 +102,7 @@ struct FlightRecorder::Snapshot {
   int32_t root, peer;
   bool collective;
   uint8_t state;
-  int64_t enqueue_ns, start_ticks, end_ticks;
+  int64_t enqueue_ticks, start_ticks, end_ticks;
 };
 
 FlightRecorder::FlightRecorder(size_t capacity)
@@ -157,7 +147,18 @@ void FlightRecorder::Update(uint64_t id, Write write) {
   record.version.store(v + 2, std::memory_order_release);
 }
 
-uint64_t FlightRecorder::Queued(const OpSummary& op, int64_t now_ns) {
+int64_t FlightRecorder::Ticks() {
+#if defined(__x86_64__)
+  return static_cast<int64_t>(__rdtsc());
+#else
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+#endif
+}
+
+uint64_t FlightRecorder::Append(const OpSummary& op, State state, int64_t enqueue, int64_t start,
+                                int64_t end) {
   if (capacity_ == 0) return 0;
   const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed) + 1;
   Record& record = *Slot(id);
@@ -174,10 +175,10 @@ uint64_t FlightRecorder::Queued(const OpSummary& op, int64_t now_ns) {
   record.root.store(op.root, kFieldStore);
   record.peer.store(op.peer, kFieldStore);
   record.collective.store(op.collective, kFieldStore);
-  record.state.store(static_cast<uint8_t>(State::kQueued), kFieldStore);
-  record.enqueue_ns.store(now_ns, kFieldStore);
-  record.start_ticks.store(0, kFieldStore);
-  record.end_ticks.store(0, kFieldStore);
+  record.state.store(static_cast<uint8_t>(state), kFieldStore);
+  record.enqueue_ticks.store(enqueue, kFieldStore);
+  record.start_ticks.store(start, kFieldStore);
+  record.end_ticks.store(end, kFieldStore);
   record.version.store(v + 2, std::memory_order_release);
   return id;
 }
@@ -225,7 +226,7 @@ bool FlightRecorder::Read(const Record& record, Snapshot* out) const {
     out->peer = record.peer.load(kFieldLoad);
     out->collective = record.collective.load(kFieldLoad);
     out->state = record.state.load(kFieldLoad);
-    out->enqueue_ns = record.enqueue_ns.load(kFieldLoad);
+    out->enqueue_ticks = record.enqueue_ticks.load(kFieldLoad);
     out->start_ticks = record.start_ticks.load(kFieldLoad);
     out->end_ticks = record.end_ticks.load(kFieldLoad);
     if (record.version.load(std::memory_order_relaxed) == before) return out->id != 0;
@@ -268,7 +269,7 @@ std::string FlightRecorder::ToJson(absl::string_view reason) const {
         "\"end_ns\": %d",
         i == 0 ? "" : ",", s.id, s.seq, s.collective ? "true" : "false", JsonQuote(s.name),
         JsonQuote(s.dtype), JsonQuote(s.reduce_op), s.count, s.bytes, s.root, s.peer,
-        JsonQuote(s.algorithm), StateName(s.state), s.enqueue_ns,
+        JsonQuote(s.algorithm), StateName(s.state), ToUnixNs(s.enqueue_ticks, now_ticks, now_ns),
         ToUnixNs(s.start_ticks, now_ticks, now_ns), ToUnixNs(s.end_ticks, now_ticks, now_ns));
     if (s.state == static_cast<uint8_t>(State::kFailed)) {
       absl::StrAppend(&out, ", \"error\": ", JsonQuote(ErrorOf(s.id)));

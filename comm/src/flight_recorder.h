@@ -78,10 +78,21 @@ class FlightRecorder {
   void SetIdentity(RecorderIdentity identity) { identity_ = std::move(identity); }
   const RecorderIdentity& identity() const { return identity_; }
 
-  // Records a queued operation (at `now_ns`, Unix time) and returns its id (> 0; 0 when
-  // disabled). Callers serialize Queued (the engine calls it under its queue lock); Started and
+  // Records a queued operation and returns its id (> 0; 0 when disabled). Callers serialize
+  // Queued and QueuedAndStarted (the engine calls them under its submission lock); Started and
   // Finished may come from any thread, once each, after Queued returned.
-  uint64_t Queued(const OpSummary& op, int64_t now_ns);
+  uint64_t Queued(const OpSummary& op) { return Append(op, State::kQueued, Ticks(), 0, 0); }
+  // Operations run on their submitting thread, which are queued as they start: one that is
+  // still running (since `start`, a Ticks() value), and one that succeeded between `start` and
+  // now, recorded with a single update where Queued, Started and Finished would make three.
+  uint64_t Running(const OpSummary& op, int64_t start) {
+    return Append(op, State::kRunning, start, start, 0);
+  }
+  uint64_t Succeeded(const OpSummary& op, int64_t start) {
+    return Append(op, State::kDone, start, start, Ticks());
+  }
+  // The recorder's clock: CPU timestamp counter ticks where there is one.
+  static int64_t Ticks();
   void Started(uint64_t id);
   void Finished(uint64_t id, const absl::Status& status);
 
@@ -107,11 +118,13 @@ class FlightRecorder {
     std::atomic<int32_t> peer{-1};
     std::atomic<bool> collective{false};
     std::atomic<uint8_t> state{0};
-    std::atomic<int64_t> enqueue_ns{0};
+    std::atomic<int64_t> enqueue_ticks{0};
     std::atomic<int64_t> start_ticks{0};  // 0: not yet
     std::atomic<int64_t> end_ticks{0};
   };
   struct Snapshot;
+
+  uint64_t Append(const OpSummary& op, State state, int64_t enqueue, int64_t start, int64_t end);
 
   Record* Slot(uint64_t id) const { return &records_[(id - 1) % capacity_]; }
   // Runs `write` on the record of `id` inside its seqlock, unless the slot was reused.

@@ -79,6 +79,7 @@ class Peers {
   // The shared-memory direct algorithms number their rounds on the arena's counters; every rank
   // advances this identically, so round numbers agree across ranks.
   uint64_t NextArenaRound() { return ++arena_round_; }
+  uint64_t arena_round() const { return arena_round_; }
   // CommOptions::shared_buffers: the tuner's hint that buffers come from AllocShared.
   void SetSharedBuffers(bool shared) { shared_buffers_ = shared; }
   bool shared_buffers() const { return shared_buffers_; }

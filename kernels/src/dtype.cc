@@ -8,16 +8,10 @@ namespace {
 
 constexpr std::array<std::string_view, kNumDataTypes> kTypeNames = {
     "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "bfloat16", "float", "double"};
-constexpr std::array<size_t, kNumDataTypes> kTypeSizes = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
 constexpr std::array<std::string_view, kNumReduceOps> kOpNames = {"sum", "prod", "min", "max",
                                                                   "avg"};
 
 }  // namespace
-
-bool IsValid(DataType type) { return static_cast<unsigned>(type) < kNumDataTypes; }
-bool IsValid(ReduceOp op) { return static_cast<unsigned>(op) < kNumReduceOps; }
-
-size_t SizeOf(DataType type) { return IsValid(type) ? kTypeSizes[static_cast<int>(type)] : 0; }
 
 bool IsFloatingPoint(DataType type) {
   return type == DataType::kFloat16 || type == DataType::kBFloat16 || type == DataType::kFloat32 ||

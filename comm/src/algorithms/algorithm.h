@@ -35,6 +35,14 @@ class Algorithm {
  public:
   virtual ~Algorithm() = default;
   virtual absl::Status Run() = 0;
+
+  // An algorithm whose whole exchange is one posted part per rank (a tiny collective over the
+  // arena) can begin without waiting, so that the submitting thread may run it while the peers
+  // keep pace (Op::TryEagerly). Post publishes this rank's part and returns true, or does
+  // nothing and returns false where posting would have to wait; after it, PeersPosted says
+  // without waiting whether every peer's part is there, and Run completes the operation.
+  virtual bool Post() { return false; }
+  virtual bool PeersPosted() const { return false; }
 };
 
 // The numbering travels in envelopes: append only.
@@ -58,6 +66,8 @@ bool Implements(AlgorithmId id, OpKind kind);
 bool Usable(AlgorithmId id, const Peers& peers);
 
 std::unique_ptr<Algorithm> MakeAlgorithm(AlgorithmId id, Peers& peers, const CollectiveArgs& args);
+// Whether `id`'s algorithm for `args` implements Post (above).
+bool Posts(AlgorithmId id, const CollectiveArgs& args);
 
 // Splits `count` elements into `parts` nearly equal contiguous parts: the first count % parts
 // parts get one element more. Every algorithm that scatters data across ranks uses this layout.

@@ -22,10 +22,23 @@ absl::Status ArenaRounds::WaitAll(int counter, uint64_t value) const {
   return absl::OkStatus();
 }
 
+bool ArenaRounds::MustWaitForDone(uint64_t round) const {
+  // Seeing everyone begin the previous round proves what kDone would.
+  return round > 2 && peers_.arena_synced_round() + 1 < round;
+}
+
+bool ArenaRounds::CanBeginNow() const {
+  const uint64_t round = peers_.arena_round() + 1;
+  if (!MustWaitForDone(round)) return true;
+  for (int j = 0; j < arena_.local_size(); ++j) {
+    if (j != arena_.local_rank() && arena_.Read(j, kDone) < round - 2) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<ArenaRounds::Round> ArenaRounds::Begin() {
   const uint64_t round = peers_.NextArenaRound();
-  // Seeing everyone begin the previous round proves what kDone would.
-  if (round > 2 && peers_.arena_synced_round() + 1 < round) {
+  if (MustWaitForDone(round)) {
     if (absl::Status s = WaitAll(kDone, round - 2); !s.ok()) return s;
   }
   if (first_round_ == 0) first_round_ = round;
@@ -67,6 +80,14 @@ absl::Status ArenaRounds::WaitLines(uint64_t round) {
   }
   peers_.NoteArenaSynced(round);
   return absl::OkStatus();
+}
+
+bool ArenaRounds::LinesPosted(uint64_t round) const {
+  const int index = kLine + round % 2;
+  for (int j = 0; j < arena_.local_size(); ++j) {
+    if (j != arena_.local_rank() && arena_.Read(j, index) < round) return false;
+  }
+  return true;
 }
 
 const std::byte* ArenaRounds::LineData(int r, uint64_t round) const {

@@ -55,6 +55,8 @@ class ArenaRounds {
     std::byte* mine;
   };
   absl::StatusOr<Round> Begin();
+  // Whether Begin would return at once, without waiting for anybody.
+  bool CanBeginNow() const;
   // Marks `round` done on this rank.
   void Finish(uint64_t round) { arena_.Publish(kDone, round); }
 
@@ -76,6 +78,8 @@ class ArenaRounds {
   // finds the fingerprint there and reports the mismatch.
   void PublishLine(uint64_t round, const void* data, size_t bytes);
   absl::Status WaitLines(uint64_t round);
+  // Whether every other rank has published its line of `round`; never waits.
+  bool LinesPosted(uint64_t round) const;
   const std::byte* LineData(int r, uint64_t round) const;
   // Waits for rank `r`'s `counter` to reach `value`.
   absl::Status WaitFor(int r, int counter, uint64_t value) const {
@@ -88,6 +92,8 @@ class ArenaRounds {
   absl::Status CheckAllFingerprints(uint64_t round) const;
 
  private:
+  // Whether beginning `round` must first see every rank done with round - 2.
+  bool MustWaitForDone(uint64_t round) const;
   // Compares the envelope rank `r` published at `published` with this rank's.
   absl::Status CompareEnvelope(int r, const std::byte* published) const;
 

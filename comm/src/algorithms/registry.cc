@@ -85,6 +85,10 @@ bool Usable(AlgorithmId id, const Peers& peers) {
   }
 }
 
+bool Posts(AlgorithmId id, const CollectiveArgs& args) {
+  return id == AlgorithmId::kShmDirect && ShmDirect::FitsInLine(args);
+}
+
 std::unique_ptr<Algorithm> MakeAlgorithm(AlgorithmId id, Peers& peers, const CollectiveArgs& args) {
   switch (id) {
     case AlgorithmId::kShmDirect:

@@ -66,7 +66,10 @@ uint64_t AlgorithmSelector::PackDecision(OpKind kind, size_t bytes, AlgorithmId 
 }
 
 std::optional<AlgorithmId> AlgorithmSelector::Forced(OpKind kind) const {
-  if (auto it = forced_.find(kind); it != forced_.end()) return it->second;
+  // Most jobs force nothing per collective: skip the lookup, which every call would pay.
+  if (!forced_.empty()) {
+    if (auto it = forced_.find(kind); it != forced_.end()) return it->second;
+  }
   if (forced_all_ && Implements(*forced_all_, kind)) return forced_all_;
   return std::nullopt;
 }

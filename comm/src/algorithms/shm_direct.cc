@@ -35,7 +35,31 @@ ShmDirect::ShmDirect(Peers& peers, const CollectiveArgs& args)
       args_(args),
       sources_(arena_.local_size()) {}
 
+bool ShmDirect::FitsInLine(const CollectiveArgs& args) {
+  switch (args.kind) {
+    case OpKind::kBarrier:
+      return true;
+    case OpKind::kAllReduce:
+    case OpKind::kBroadcast:
+    case OpKind::kReduce:
+      return args.count > 0 && args.count * args.element_bytes() <= ArenaRounds::kLineBytes;
+    default:
+      return false;
+  }
+}
+
+bool ShmDirect::Post() {
+  if (!FitsInLine(args_) || !rounds_.CanBeginNow()) return false;
+  absl::StatusOr<ArenaRounds::Round> round = rounds_.Begin();  // at once: CanBeginNow
+  if (!round.ok()) return false;
+  PostLine(round->number);
+  return true;
+}
+
+bool ShmDirect::PeersPosted() const { return rounds_.LinesPosted(line_round_); }
+
 absl::Status ShmDirect::Run() {
+  if (line_round_ != 0) return FinishLine();
   switch (args_.kind) {
     case OpKind::kAllReduce:
       return AllReduce();
@@ -97,9 +121,7 @@ absl::Status ShmDirect::ForEachRound(size_t count, size_t chunk, Body body) {
 absl::Status ShmDirect::AllReduce() {
   const int p = arena_.local_size(), me = arena_.local_rank();
   const size_t es = args_.element_bytes();
-  if (args_.count > 0 && args_.count * es <= ArenaRounds::kLineBytes) {
-    return LineRound(args_.send, args_.count * es);
-  }
+  if (FitsInLine(args_)) return LineRound();
   const auto* send = static_cast<const std::byte*>(args_.send);
   auto* recv = static_cast<std::byte*>(args_.recv);
   // A large output that nothing has touched this round is written around the cache: ordinary
@@ -201,6 +223,7 @@ absl::Status ShmDirect::AllGather() {
 }
 
 absl::Status ShmDirect::Broadcast() {
+  if (FitsInLine(args_)) return LineRound();
   const bool is_root = peers_.rank() == args_.root;
   // In the arena, local rank == rank: shm_direct runs only when every rank shares this host.
   const int root = args_.root;
@@ -224,6 +247,7 @@ absl::Status ShmDirect::Broadcast() {
 }
 
 absl::Status ShmDirect::Reduce() {
+  if (FitsInLine(args_)) return LineRound();
   const bool is_root = peers_.rank() == args_.root;
   const size_t es = args_.element_bytes();
   const auto* send = static_cast<const std::byte*>(args_.send);
@@ -238,21 +262,40 @@ absl::Status ShmDirect::Reduce() {
       });
 }
 
-absl::Status ShmDirect::Barrier() { return LineRound(nullptr, 0); }
+absl::Status ShmDirect::Barrier() { return LineRound(); }
 
-absl::Status ShmDirect::LineRound(const void* data, size_t bytes) {
+absl::Status ShmDirect::LineRound() {
   absl::StatusOr<ArenaRounds::Round> round = rounds_.Begin();
   if (!round.ok()) return round.status();
-  rounds_.PublishLine(round->number, data, bytes);
-  if (absl::Status s = rounds_.WaitLines(round->number); !s.ok()) return s;
-  if (args_.kind == OpKind::kAllReduce) {
+  PostLine(round->number);
+  return FinishLine();
+}
+
+void ShmDirect::PostLine(uint64_t round) {
+  line_round_ = round;
+  // Every rank's line carries its part of a reduction; of a broadcast, only the root's carries
+  // data; a barrier's carries none.
+  const bool carries = args_.kind == OpKind::kAllReduce || args_.kind == OpKind::kReduce ||
+                       (args_.kind == OpKind::kBroadcast && peers_.rank() == args_.root);
+  rounds_.PublishLine(round, args_.send, carries ? args_.count * args_.element_bytes() : 0);
+}
+
+absl::Status ShmDirect::FinishLine() {
+  if (absl::Status s = rounds_.WaitLines(line_round_); !s.ok()) return s;
+  const bool is_root = peers_.rank() == args_.root;
+  const size_t bytes = args_.count * args_.element_bytes();
+  if (args_.kind == OpKind::kAllReduce || (args_.kind == OpKind::kReduce && is_root)) {
     for (int j = 0; j < arena_.local_size(); ++j) {
-      sources_[j] = j == arena_.local_rank() ? data : rounds_.LineData(j, round->number);
+      sources_[j] = j == arena_.local_rank() ? args_.send : rounds_.LineData(j, line_round_);
     }
     ReduceMany(args_.dtype, args_.op, args_.recv, sources_.data(), arena_.local_size(),
                args_.count);
+  } else if (args_.kind == OpKind::kBroadcast) {
+    // In the arena, local rank == rank: shm_direct runs only when every rank shares this host.
+    const void* from = is_root ? args_.send : rounds_.LineData(args_.root, line_round_);
+    if (from != args_.recv) std::memcpy(args_.recv, from, bytes);
   }
-  rounds_.Finish(round->number);
+  rounds_.Finish(line_round_);
   return absl::OkStatus();
 }
 

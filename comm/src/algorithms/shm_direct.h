@@ -9,8 +9,9 @@
 // output once, like a memcpy, while the cross-rank traffic stays in the caches. A large
 // out-of-place output is written with non-temporal stores, which spares reading every line of it
 // from memory before overwriting it. Small all-reduces skip the slice phase: every rank reduces
-// the whole (tiny) chunk itself, which saves one synchronisation; the tiniest, and barriers,
-// travel in the arena's line counters, one cache line per rank.
+// the whole (tiny) chunk itself, which saves one synchronisation. Barriers and the tiniest
+// all-reduces, reduces and broadcasts travel in the arena's line counters, one cache line per
+// rank, and may run on the submitting thread (Post, Engine).
 //
 // Synchronisation is by monotonic counters in the arena (round numbers), never by resetting
 // flags, so there is nothing to clean up between operations.
@@ -27,6 +28,12 @@ class ShmDirect final : public Algorithm {
   ShmDirect(Peers& peers, const CollectiveArgs& args);
   absl::Status Run() override;
 
+  // Whether `args` travel in one line round (a barrier; all-reduces, reduces and broadcasts of
+  // a few bytes): then Post can begin the operation without waiting.
+  static bool FitsInLine(const CollectiveArgs& args);
+  bool Post() override;
+  bool PeersPosted() const override;
+
  private:
   // Moves `count` elements `chunk` at a time, one arena round per chunk: begins the round, runs
   // body(offset, n, round, my_half) for elements [offset, offset + n), then finishes the round.
@@ -40,8 +47,11 @@ class ShmDirect final : public Algorithm {
   void ReduceSlice(uint64_t round, std::byte* mine, const Partition& slices);
   absl::Status GatherSlices(uint64_t round, const Partition& slices, std::byte* out);
 
-  // One line round: a barrier (no data), or an all-reduce of at most ArenaRounds::kLineBytes.
-  absl::Status LineRound(const void* data, size_t bytes);
+  // One line round (FitsInLine): PostLine publishes this rank's line of `round`, FinishLine
+  // waits for the others' and reduces them.
+  absl::Status LineRound();
+  void PostLine(uint64_t round);
+  absl::Status FinishLine();
 
   absl::Status AllReduce();
   absl::Status ReduceScatter();
@@ -55,6 +65,7 @@ class ShmDirect final : public Algorithm {
   ShmArena& arena_;
   const CollectiveArgs args_;
   absl::InlinedVector<const void*, 8> sources_;  // per-round ReduceMany inputs
+  uint64_t line_round_ = 0;                      // the posted line round, if any
 };
 
 }  // namespace weft

@@ -4,6 +4,8 @@
 // communication and then collect the result: Test() polls, Wait() blocks up to a timeout. Waiting
 // on an operation may run it (and the operations issued before it) on the waiting thread, which is
 // how a tight loop of small collectives gets shared-memory latency instead of a thread hand-off.
+// The tiniest collectives (a few bytes, or a barrier, between ranks of one host) usually finish
+// inside the call that issues them, and their Work is done when handed out.
 //
 // Copyable; all copies refer to the same operation. A default-constructed Work is finished with
 // an error.
@@ -24,6 +26,13 @@ class Work {
  public:
   Work() = default;
   explicit Work(std::shared_ptr<internal::OpState> state) : state_(std::move(state)) {}
+  // A Work that finished successfully before it was handed out: a zero-count call, or a tiny
+  // collective that its submitting thread ran at once. Carries no state, costs nothing.
+  static Work Succeeded() {
+    Work work;
+    work.succeeded_ = true;
+    return work;
+  }
 
   // True once the operation has finished, successfully or not. Never blocks.
   bool Test() const;
@@ -38,6 +47,7 @@ class Work {
 
  private:
   std::shared_ptr<internal::OpState> state_;
+  bool succeeded_ = false;  // without state_: finished with OK rather than "empty"
 };
 
 }  // namespace weft

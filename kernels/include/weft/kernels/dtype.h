@@ -34,11 +34,14 @@ enum class ReduceOp : uint8_t {
 };
 inline constexpr int kNumReduceOps = 5;
 
-bool IsValid(DataType type);
-bool IsValid(ReduceOp op);
+inline bool IsValid(DataType type) { return static_cast<unsigned>(type) < kNumDataTypes; }
+inline bool IsValid(ReduceOp op) { return static_cast<unsigned>(op) < kNumReduceOps; }
 
-// Size of one element in bytes; 0 for an invalid type.
-size_t SizeOf(DataType type);
+// Size of one element in bytes; 0 for an invalid type. Inline: every call checks its sizes.
+inline size_t SizeOf(DataType type) {
+  constexpr size_t kSizes[kNumDataTypes] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+  return IsValid(type) ? kSizes[static_cast<int>(type)] : 0;
+}
 
 bool IsFloatingPoint(DataType type);
 
