@@ -41,12 +41,16 @@ constexpr size_t kLargeBytes = 2 << 20;
 constexpr size_t kDirectSizes[] = {kSmallBytes, 32 << 10, 512 << 10, 2 << 20, 8 << 20};
 constexpr size_t kDirectLargeBytes = std::end(kDirectSizes)[-1];
 constexpr int kRounds = 6;
-// Small sizes (the ring's, and a direct collective's below kWarmedBytes) run kSmallRuns times a
-// round, each a sample: their medians shrug off the runs that waited for a late peer. Larger
-// direct sizes run once to warm the buffers, then kDirectRuns times in a row timed as one sample,
-// as a benchmark's loop runs them (8 MiB still fits the last-level cache, so a cold run says
-// little); twice at the largest size. The ring's large size runs once.
+// Small sizes (the ring's, and a direct collective's below kWarmedBytes) give kSmallRuns samples
+// a round: their medians shrug off the samples that waited for a late peer. A direct sample is
+// kSmallDirectRuns runs in a row: a lone broadcast times only where its root happened to find
+// the others (it never waits for them, except for the round before last), which made the root's
+// samples swing 0.3-2.8 us at 256 B from one calibration to the next. Larger direct sizes run
+// once to warm the buffers, then kDirectRuns times in a row timed as one sample, as a
+// benchmark's loop runs them (8 MiB still fits the last-level cache, so a cold run says little);
+// twice at the largest size. The ring's large size runs once.
 constexpr int kSmallRuns = 4;
+constexpr int kSmallDirectRuns = 8;
 constexpr size_t kWarmedBytes = 512 << 10;
 constexpr int kDirectRuns = 3;
 constexpr int kDirectRunsAtLargest = 2;
@@ -215,8 +219,8 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
   for (int round = 0; round < kRounds; ++round) {
     for (Probe& probe : probes) {
       // Envelopes must agree between ranks that run different sets of probes: a probe runs
-      // fewer than 64 times a round, and there are fewer than 16 probes.
-      uint64_t which = (static_cast<uint64_t>(round) * 16 + probe.slot) * 64;
+      // fewer than 128 times a round, and there are fewer than 16 probes.
+      uint64_t which = (static_cast<uint64_t>(round) * 16 + probe.slot) * 128;
       for (size_t bytes : probe.Sizes()) {
         const bool largest = bytes == probe.Sizes().back();
         const float* in = probe.shared   ? shared_in->data()
@@ -235,7 +239,9 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
           if (absl::StatusOr<double> warm = run(1); !warm.ok()) return warm.status();
         }
         const int samples = warmed || largest ? 1 : kSmallRuns;
-        const int runs = !warmed ? 1 : largest ? kDirectRunsAtLargest : kDirectRuns;
+        const int runs = warmed         ? (largest ? kDirectRunsAtLargest : kDirectRuns)
+                         : probe.direct ? kSmallDirectRuns
+                                        : 1;
         for (int i = 0; i < samples; ++i) {
           absl::StatusOr<double> t = run(runs);
           if (!t.ok()) return t.status();
