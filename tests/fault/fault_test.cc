@@ -86,30 +86,43 @@ TEST_P(DeadPeer, EverySurvivorNamesTheKilledRankWithinFiveSeconds) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, DeadPeer, ::testing::Values("shm", "tcp"));
 
-class Mismatch : public ::testing::TestWithParam<std::string> {};
+class Mismatch : public ::testing::TestWithParam<std::string> {
+ protected:
+  // Runs `scenario` on 4 ranks, the last of which calls another collective than the others:
+  // every rank must fail with an error that contains `what_each_called`, well before the 30 s
+  // deadline (reported, not timed out).
+  void ExpectEveryRankReports(const std::string& scenario, const std::string& what_each_called) {
+    constexpr int kSize = 4;
+    Env env = TransportEnv(GetParam());
+    env.emplace_back("WEFT_TIMEOUT", "30");
+    const TempDir dir;
+    env.emplace_back("WEFT_FLIGHT_RECORDER_DIR", dir.path());
+    const absl::Time start = absl::Now();
+    const JobOutcome job =
+        RunRanks(FAULT_WORKER, scenario, kSize, {NewId()}, env, absl::Seconds(30 * TimeScale()));
+    ShowIfVerbose(job);
+    ASSERT_FALSE(job.timed_out) << Describe(job);
+    for (int r = 0; r < kSize; ++r) {
+      EXPECT_EQ(job.ranks[r].exit_code, 0) << Describe(job);
+      EXPECT_TRUE(absl::StrContains(job.ranks[r].output, what_each_called)) << Describe(job);
+      EXPECT_LT(job.ranks[r].ended - start, absl::Seconds(10 * TimeScale())) << Describe(job);
+    }
+  }
+};
 
 // The last rank calls all_gather where the others call all_reduce: every rank fails, and its
 // error shows what every rank called.
 TEST_P(Mismatch, EveryRankReportsTheDifference) {
-  constexpr int kSize = 4;
-  Env env = TransportEnv(GetParam());
-  env.emplace_back("WEFT_TIMEOUT", "30");
-  const TempDir dir;
-  env.emplace_back("WEFT_FLIGHT_RECORDER_DIR", dir.path());
-  const absl::Time start = absl::Now();
-  const JobOutcome job =
-      RunRanks(FAULT_WORKER, "mismatch", kSize, {NewId()}, env, absl::Seconds(30 * TimeScale()));
-  ShowIfVerbose(job);
-  ASSERT_FALSE(job.timed_out) << Describe(job);
-  for (int r = 0; r < kSize; ++r) {
-    EXPECT_EQ(job.ranks[r].exit_code, 0) << Describe(job);
-    EXPECT_TRUE(absl::StrContains(job.ranks[r].output,
-                                  "rank 3 called all_gather(count=1024, float) as op #0, "
-                                  "ranks 0-2 called all_reduce(count=4096, float, sum)"))
-        << Describe(job);
-    // Well before the 30 s deadline: reported, not timed out.
-    EXPECT_LT(job.ranks[r].ended - start, absl::Seconds(10 * TimeScale())) << Describe(job);
-  }
+  ExpectEveryRankReports("mismatch",
+                         "rank 3 called all_gather(count=1024, float) as op #0, "
+                         "ranks 0-2 called all_reduce(count=4096, float, sum)");
+}
+
+// The same for operations of a few bytes, which the submitting thread may run itself.
+TEST_P(Mismatch, TinyOperationsReportTheDifferenceToo) {
+  ExpectEveryRankReports("mismatch_tiny",
+                         "rank 3 called broadcast(count=1, float, root=0) as op #0, "
+                         "ranks 0-2 called all_reduce(count=1, float, sum)");
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Mismatch, ::testing::Values("shm", "tcp"));

@@ -88,6 +88,18 @@ int Mismatch(Communicator& comm) {
   return 0;
 }
 
+// The same with operations so small that the caller's thread runs them (the engine's eager path).
+int MismatchTiny(Communicator& comm) {
+  float value = 1.0f;
+  Work work = comm.rank() == comm.size() - 1
+                  ? comm.Broadcast(&value, &value, 1, DataType::kFloat32, 0)
+                  : comm.AllReduce(&value, &value, 1, DataType::kFloat32, ReduceOp::kSum);
+  absl::Status s = work.Wait();
+  if (s.ok()) return 1;
+  ReportError(s);
+  return 0;
+}
+
 int Abort(Communicator& comm, const std::string& second_id) {
   if (comm.rank() == 0) {
     float value = 1.0f;
@@ -203,6 +215,7 @@ int Main(int argc, char** argv) {
   if (scenario == "kill") return Kill(**comm);
   if (scenario == "timeout") return Timeout(**comm);
   if (scenario == "mismatch") return Mismatch(**comm);
+  if (scenario == "mismatch_tiny") return MismatchTiny(**comm);
   if (scenario == "steady") return Steady(**comm);
   if (scenario == "signal") return Signal(**comm);
   if (scenario == "abort" && argc >= 6) return Abort(**comm, argv[5]);
