@@ -22,6 +22,8 @@ class CollectiveOp final : public Op {
   OpSummary Summarize() const override;
 
  private:
+  // Runs made_ (or finishes what TryEagerly posted) once Peers::Begin has stamped this operation.
+  absl::Status RunBegun();
   // For kAvg: divides the part of the result this rank holds.
   void FinishAverage();
 
@@ -29,7 +31,8 @@ class CollectiveOp final : public Op {
   const CollectiveArgs args_;
   const AlgorithmId algorithm_;
   const Envelope envelope_;
-  std::unique_ptr<Algorithm> posted_;  // begun by TryEagerly, for Run to finish
+  std::unique_ptr<Algorithm> made_;  // made by TryEagerly or Run, kept for Run to finish
+  bool posted_ = false;              // TryEagerly's Post went through
 };
 
 // Sends and receives that progress together (a lone Send or Recv is a batch of one).

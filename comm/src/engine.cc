@@ -173,8 +173,7 @@ bool Engine::DrainEagerHead() {
       queue_.pop_front();
       queued_.fetch_sub(1, std::memory_order_relaxed);
     }
-    if (!head->started) recorder_.Started(head->record);
-    head->started = true;
+    MarkStarted(*head);
     std::optional<absl::Status> status =
         head->op->TryEagerly(Deadline::InCoarse(op_timeout_, &stop_), EagerWindow());
     if (!status) {
@@ -226,14 +225,18 @@ void Engine::Execute(internal::OpState& state) {
     Complete(state, absl::FailedPreconditionError(message));
     return;
   }
-  if (!state.started) recorder_.Started(state.record);
-  state.started = true;
+  MarkStarted(state);
   absl::Status status = state.op->Run(Deadline::InCoarse(op_timeout_, &stop_));
   if (status.ok()) {
     Complete(state, std::move(status));
   } else {
     Finish(state, Failed(state, status));
   }
+}
+
+void Engine::MarkStarted(internal::OpState& state) {
+  if (!state.started) recorder_.Started(state.record);
+  state.started = true;
 }
 
 void Engine::Complete(internal::OpState& state, absl::Status status) {

@@ -144,6 +144,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // With mu_ held: queues `state` at the back (or, for an eager operation begun but not
   // finished, at the head) and wakes the progress thread if it sleeps.
   void Enqueue(std::shared_ptr<internal::OpState> state, bool at_head);
+  // Records an operation's start in the flight recorder, unless an eager attempt did.
+  void MarkStarted(internal::OpState& state);
   // Records the end of an operation in the flight recorder, then finishes its Work.
   void Complete(internal::OpState& state, absl::Status status);
   // The error of an operation whose Run failed with `cause`: names this rank, the operation and
