@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "transport/shm/streaming_copy.h"
 #include "weft/kernels/reduce.h"
 #include "weft/topology/host.h"
 
@@ -96,7 +97,11 @@ absl::Status CmaDirect::Resolve() {
 absl::Status CmaDirect::ReadFrom(int r, const Remote& from, size_t at, void* to, size_t bytes,
                                  const char* what) const {
   if (from.mapped != nullptr) {
-    std::memcpy(to, from.mapped + at, bytes);
+    if (stream_out_) {
+      StreamingCopy(to, from.mapped + at, bytes);
+    } else {
+      std::memcpy(to, from.mapped + at, bytes);
+    }
     return absl::OkStatus();
   }
   auto* into = static_cast<std::byte*>(to);
@@ -149,6 +154,9 @@ absl::Status CmaDirect::AllReduce() {
   auto chunks_of = [&](int j) { return (blocks.size(j) + chunk - 1) / chunk; };
   size_t most = 0;
   for (int j = 0; j < p; ++j) most = std::max(most, chunks_of(j));
+  // Out of place, the peers' reduced chunks are copied out piece by piece into lines nothing
+  // has touched this operation (see kStreamedOutputBytes).
+  stream_out_ = send != recv && args_.count * es >= kStreamedOutputBytes;
 
   for (size_t k = 0; k < most; ++k) {
     if (k < chunks_of(me)) {
@@ -176,6 +184,7 @@ absl::Status CmaDirect::AllReduce() {
       }
     }
   }
+  if (stream_out_) StreamingCopyDone();
   return absl::OkStatus();
 }
 

@@ -14,10 +14,7 @@ constexpr size_t kHalfBytes = ArenaRounds::kHalfBytes;
 // All-reduces up to this many bytes per rank take the single-phase path.
 constexpr size_t kOneShotBytes = 16 << 10;
 constexpr int kReduced = ArenaRounds::kReduced;
-// Outputs from this size up are written with non-temporal stores (see AllReduce).
-constexpr size_t kStreamingOutputBytes = size_t{1} << 20;
-
-// Copies with non-temporal stores when `stream` (see kStreamingOutputBytes).
+// Copies with non-temporal stores when `stream` (see kStreamedOutputBytes).
 void CopyOut(bool stream, std::byte* dst, const std::byte* src, size_t bytes) {
   if (stream) {
     StreamingCopy(dst, src, bytes);
@@ -126,7 +123,7 @@ absl::Status ShmDirect::AllReduce() {
   auto* recv = static_cast<std::byte*>(args_.recv);
   // A large output that nothing has touched this round is written around the cache: ordinary
   // stores would read every line from memory first, only to overwrite it.
-  const bool stream = send != recv && args_.count * es >= kStreamingOutputBytes;
+  const bool stream = send != recv && args_.count * es >= kStreamedOutputBytes;
   const absl::Status status = ForEachRound(
       args_.count, kHalfBytes / es, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
         const std::byte* in = send + offset * es;
@@ -203,7 +200,7 @@ absl::Status ShmDirect::AllGather() {
   auto* recv = static_cast<std::byte*>(args_.recv);
   const size_t block = args_.count;
   const bool in_place = send == recv + me * block * es;
-  const bool stream = !in_place && p * block * es >= kStreamingOutputBytes;
+  const bool stream = !in_place && p * block * es >= kStreamedOutputBytes;
   const absl::Status status = ForEachRound(
       block, kHalfBytes / es, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
         std::memcpy(mine, send + offset * es, n * es);

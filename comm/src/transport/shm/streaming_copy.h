@@ -17,4 +17,10 @@ void StreamingCopy(void* dst, const void* src, size_t bytes);
 // Orders earlier streaming stores before any later store (e.g. one that publishes completion).
 void StreamingCopyDone();
 
+// The direct algorithms write an output of this many bytes or more with StreamingCopy. They
+// write it piece by piece, each piece too small for memcpy to stream, and beyond the L2 a line
+// written with ordinary stores costs a read from L3 or DRAM first. Measured on a 2-core VM: an
+// all-reduce of 1 MiB gains 5-15% this way, while below it the output is cheaper kept cached.
+constexpr size_t kStreamedOutputBytes = size_t{1} << 20;
+
 }  // namespace weft
