@@ -233,6 +233,34 @@ TEST(CostTuner, PricesTheRingWithTheFormulaOfTheSpec) {
   EXPECT_LT(tuner.Predict(AlgorithmId::kPairwise, OpKind::kAllReduce, n, shape), 0);
 }
 
+TEST(CostTuner, ARingOrATreeAcrossNodesGetsWhatALoneFlowGets) {
+  // Two lanes sharing one NIC: a lone flow gets twice what each gets with the other lane busy.
+  CostModel model = TestModel();
+  ASSERT_TRUE(model.Merge("net_flow.alpha_us 40\nnet_flow.gbps 2\n", "flow.txt").ok());
+  TuningShape shape;
+  shape.ranks = 4;
+  shape.nodes = 2;
+  shape.lanes = shape.max_local = 2;
+  const double n = 1e6;
+  // The bandwidth of the lone flow, the latency of net (measured with every rank running).
+  EXPECT_NEAR(CostTuner(model).Predict(AlgorithmId::kRing, OpKind::kAllReduce, n, shape),
+              6 * 50e-6 + 1.5 * n / 2e9 + 0.75 * n / 8e9, 1e-12);
+  // Rabenseifner's first step sends from both lanes at once: net's price.
+  EXPECT_NEAR(
+      CostTuner(model).Predict(AlgorithmId::kRabenseifner, OpKind::kAllReduce, n, shape),
+      CostTuner(TestModel()).Predict(AlgorithmId::kRabenseifner, OpKind::kAllReduce, n, shape),
+      1e-12);
+  // A 64 KiB broadcast: priced at net's speed, the tree's one crossing loses to the hierarchy's
+  // two half-size ones; at a lone flow's, it wins, as it does on such a network.
+  EXPECT_EQ(CostTuner(TestModel()).Choose(OpKind::kBroadcast, 64 << 10, shape).algorithm,
+            AlgorithmId::kHierarchical);
+  EXPECT_EQ(CostTuner(model).Choose(OpKind::kBroadcast, 64 << 10, shape).algorithm,
+            AlgorithmId::kTree);
+  // Without an entry of its own, a lone flow is priced as net.
+  EXPECT_DOUBLE_EQ(TestModel().Get(CostModel::kNetFlow, 2).gbps, 1);
+  EXPECT_DOUBLE_EQ(model.Get(CostModel::kNetFlow, 2).gbps, 2);
+}
+
 TEST(CostTuner, TwoNodesOverASlowNetworkGoHierarchical) {
   const CostTuner tuner(TestModel());
   TuningShape shape;

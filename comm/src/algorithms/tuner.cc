@@ -65,21 +65,27 @@ double CostTuner::Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
   const int p = shape.ranks;
   if (p <= 1) return 0;
   const double share = static_cast<double>(p - 1) / p;
-  // Flat algorithms move at the pace of their slowest link.
+  // Flat algorithms move at the pace of their slowest link. Over ranks numbered node by node,
+  // a ring step or a tree level has one message on each node's link at a time, and gets the
+  // bandwidth of a lone flow (net_flow; never less than in company), while Rabenseifner's and the
+  // pairwise exchange's steps across nodes send from every rank at once. The latency stays
+  // net's: it was measured with every rank running, as they all run in a collective.
   const LinkCost flat =
       shape.nodes > 1 ? model_.Get("net", shape.nodes) : model_.Get("shm", shape.ranks);
   const double a = flat.alpha(), b = flat.beta(), g = model_.gamma();
+  const double b1 =
+      shape.nodes > 1 ? std::min(b, model_.Get(CostModel::kNetFlow, shape.nodes).beta()) : b;
   const double log_p = Log2Ceil(p);
 
   switch (algorithm) {
     case AlgorithmId::kRing:
       switch (kind) {
         case OpKind::kAllReduce:
-          return 2 * (p - 1) * a + 2 * share * n * b + share * n * g;
+          return 2 * (p - 1) * a + 2 * share * n * b1 + share * n * g;
         case OpKind::kReduceScatter:
-          return (p - 1) * a + share * n * (b + g);
+          return (p - 1) * a + share * n * (b1 + g);
         default:  // all-gather
-          return (p - 1) * a + share * n * b;
+          return (p - 1) * a + share * n * b1;
       }
     case AlgorithmId::kRabenseifner: {
       double t = 2 * log_p * a + 2 * share * n * b + share * n * g;
@@ -95,7 +101,7 @@ double CostTuner::Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
       const double inside = std::max(0.0, log_p - across);
       const LinkCost local = model_.Get("shm", shape.max_local);
       double t =
-          (chunks - 1) * a + across * (a + n * b) + inside * (local.alpha() + n * local.beta());
+          (chunks - 1) * a + across * (a + n * b1) + inside * (local.alpha() + n * local.beta());
       if (kind == OpKind::kReduce) t += log_p * n * g;
       return t;
     }

@@ -89,7 +89,7 @@ struct Probe {
   RankGroup group;   // for the ring classes
   std::optional<AlgorithmId> direct;
   OpKind kind = OpKind::kAllReduce;
-  int slot = 0;         // shm 0, net 1, direct probes 2.. : the same on every rank
+  int slot = 0;         // shm 0, net 1, net_flow 2, direct probes 3.. : the same on every rank
   bool shared = false;  // a direct algorithm over buffers from AllocShared
   std::map<size_t, std::vector<double>> seconds = {};  // per size, the runs that count
 
@@ -304,13 +304,14 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& tex
 // What rank 0 found missing, for every rank to help measure; and rank 0's
 // CommOptions::shared_buffers, which every rank must share.
 struct Plan {
-  bool shm = false, net = false;
+  bool shm = false, net = false, net_flow = false;
   std::vector<AlgorithmId> direct;
   bool shared_buffers = false;
 
-  bool empty() const { return !shm && !net && direct.empty(); }
+  bool empty() const { return !shm && !net && !net_flow && direct.empty(); }
   std::string Encode() const {
-    std::string text = absl::StrCat(shm ? "shm " : "", net ? "net " : "");
+    std::string text =
+        absl::StrCat(shm ? "shm " : "", net ? "net " : "", net_flow ? "net_flow " : "");
     for (AlgorithmId id : direct) absl::StrAppend(&text, Name(id), " ");
     return absl::StrCat(text, "-", shared_buffers ? " shared_buffers" : "");
   }
@@ -319,6 +320,7 @@ struct Plan {
     for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
       if (word == "shm") plan.shm = true;
       if (word == "net") plan.net = true;
+      if (word == CostModel::kNetFlow) plan.net_flow = true;
       if (word == "shared_buffers") plan.shared_buffers = true;
       if (std::optional<AlgorithmId> id = ParseAlgorithm(word)) plan.direct.push_back(*id);
     }
@@ -380,6 +382,9 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
       plan.shm = node0 > 1 && peers.link(nodes.members(0)[1])->transport_name() == "shm" &&
                  !model.Has("shm", node0);
       plan.net = nodes.num_nodes() > 1 && !model.Has("net", nodes.num_nodes());
+      // With one lane, net is already what a lone flow gets.
+      plan.net_flow =
+          nodes.num_nodes() > 1 && lanes > 1 && !model.Has(CostModel::kNetFlow, nodes.num_nodes());
       for (AlgorithmId id : kDirectAlgorithms) {
         const bool measured = std::all_of(
             std::begin(kDirectCollectives), std::end(kDirectCollectives), [&](OpKind kind) {
@@ -420,7 +425,17 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
                       OpKind::kAllReduce,
                       1});
   }
-  int slot = 2;
+  // Lane 0 alone, once everything else is measured.
+  std::vector<Probe> alone;
+  if (plan.net_flow && nodes.local_rank() == 0) {
+    alone.push_back({CostModel::kNetFlow,
+                     nodes.num_nodes(),
+                     {nodes.lane_group(0), nodes.node()},
+                     std::nullopt,
+                     OpKind::kAllReduce,
+                     2});
+  }
+  int slot = 3;
   for (AlgorithmId id : plan.direct) {
     for (OpKind kind : kDirectCollectives) {
       Probe probe{
@@ -430,6 +445,10 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
     }
   }
   if (absl::Status s = RunProbes(peers, probes, deadline); !s.ok()) return s;
+  if (!alone.empty()) {
+    if (absl::Status s = RunProbes(peers, alone, deadline); !s.ok()) return s;
+  }
+  probes.insert(probes.end(), alone.begin(), alone.end());
   for (const Probe& probe : probes) {
     // Rank 0 is in node 0 and in lane 0: its probes are the ones rank 0 planned.
     if (probe.direct) {

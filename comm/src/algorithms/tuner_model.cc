@@ -100,6 +100,7 @@ void CostModel::set_reduce_gbps(double gbps) {
 LinkCost CostModel::Get(absl::string_view name, int ranks) const {
   int found = 0;
   if (const LinkCost* cost = Lookup(classes_, name, ranks, UsableLink, &found)) return *cost;
+  if (name == kNetFlow) return Get("net", ranks);
   return name == "net" ? kDefaultNet : kDefaultShm;
 }
 
@@ -125,7 +126,8 @@ absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) 
       return absl::InvalidArgumentError(absl::StrCat(
           origin, ":", line_number, ": '", line, "': ", why,
           " (expected 'KEY VALUE': KEY is reduce.gbps, or LINK[.RANKS].alpha_us or "
-          "LINK[.RANKS].gbps with LINK shm or net, or DIRECT.COLLECTIVE[.RANKS].us_at_BYTES with "
+          "LINK[.RANKS].gbps with LINK shm, net or net_flow, or "
+          "DIRECT.COLLECTIVE[.RANKS].us_at_BYTES with "
           "DIRECT shm_direct, cma_direct or cma_direct_shared and COLLECTIVE all_reduce, "
           "reduce_scatter, all_gather "
           "or broadcast; VALUE > 0)"));
@@ -142,7 +144,9 @@ absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) 
     }
     std::vector<absl::string_view> parts = absl::StrSplit(words[0], '.');
     const bool direct = parts.size() >= 3 && IsDirectClass(parts[0], parts[1]);
-    if (!direct && parts[0] != "shm" && parts[0] != "net") return bad("unknown key");
+    if (!direct && parts[0] != "shm" && parts[0] != "net" && parts[0] != kNetFlow) {
+      return bad("unknown key");
+    }
     const std::string name = direct ? DirectClass(parts[0], parts[1]) : std::string(parts[0]);
     if (direct) parts.erase(parts.begin());
     int ranks = 0;

@@ -3,7 +3,12 @@
 // The link classes have a latency alpha (per message) and a bandwidth (bytes per second,
 // beta = 1 / bandwidth), as in the alpha-beta model and NCCL's tuner:
 //   shm         a ring step between ranks of one node over shared-memory links;
-//   net         a ring step between nodes;
+//   net         a ring step between nodes, while every lane of the nodes (hierarchical.h) runs
+//               one at once, as the hierarchical algorithms do;
+//   net_flow    the same step while one lane alone runs it: the bandwidth a ring or a tree
+//               across nodes gets, with one message at a time on each node's link. Where the
+//               lanes share one NIC it is about lanes times net's; where each has its own, the
+//               same. (Its latency is not used: with most ranks idle it says little.)
 // plus the bandwidth of the reduction kernel (gamma). The single-host direct algorithms are
 // memory copies, whose speed per byte changes with size as their buffers outgrow the caches, and
 // the collectives differ in how many copies they make: each collective of each has a time curve
@@ -14,8 +19,8 @@
 //   cma_direct_shared.COLLECTIVE
 //               the same for cma_direct over buffers from AllocShared, measured only for
 //               communicators that say they use them (CommOptions::shared_buffers).
-// Calibration measures everything with all ranks of the group busy at once, as in real use, so
-// an entry is kept per group size ("shm.4": four ranks of a node); an entry without a size
+// Calibration measures everything else with all ranks of the group busy at once, as in real use,
+// so an entry is kept per group size ("shm.4": four ranks of a node); an entry without a size
 // applies to any size.
 //
 // The text form is one "key value" per line ('#' starts a comment), e.g.
@@ -65,9 +70,11 @@ class CostModel {
   // kCmaDirectShared: cma_direct over buffers from AllocShared) for `collective`.
   static std::string DirectClass(absl::string_view algorithm, absl::string_view collective);
   static constexpr char kCmaDirectShared[] = "cma_direct_shared";
+  static constexpr char kNetFlow[] = "net_flow";
 
-  // The cost of link class `name` ("shm", "net") for a group of `ranks`: the entry for that
-  // size, else the size-less entry, else the nearest measured size, else the built-in default.
+  // The cost of link class `name` ("shm", "net", kNetFlow) for a group of `ranks`: the entry for
+  // that size, else the size-less entry, else the nearest measured size, else the built-in
+  // default; net_flow without any entry is net's (a flow alone is no slower than in company).
   LinkCost Get(absl::string_view name, int ranks) const;
   // The time of a collective of `bytes` by direct class `name` (DirectClass) on `ranks`, from
   // its curve found the same way; from the nearest size, what the bytes add is scaled by the
