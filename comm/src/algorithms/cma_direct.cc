@@ -94,14 +94,18 @@ absl::Status CmaDirect::Resolve() {
   return absl::OkStatus();
 }
 
+void CmaDirect::CopyLocal(void* to, const void* from, size_t bytes) const {
+  if (stream_out_) {
+    StreamingCopy(to, from, bytes);
+  } else {
+    std::memcpy(to, from, bytes);
+  }
+}
+
 absl::Status CmaDirect::ReadFrom(int r, const Remote& from, size_t at, void* to, size_t bytes,
                                  const char* what) const {
   if (from.mapped != nullptr) {
-    if (stream_out_) {
-      StreamingCopy(to, from.mapped + at, bytes);
-    } else {
-      std::memcpy(to, from.mapped + at, bytes);
-    }
+    CopyLocal(to, from.mapped + at, bytes);
     return absl::OkStatus();
   }
   auto* into = static_cast<std::byte*>(to);
@@ -205,13 +209,17 @@ absl::Status CmaDirect::AllGather() {
   const int p = arena_.local_size(), me = arena_.local_rank();
   const size_t bytes = args_.count * args_.element_bytes();
   auto* recv = static_cast<std::byte*>(args_.recv);
-  if (args_.send != recv + me * bytes) std::memcpy(recv + me * bytes, args_.send, bytes);
+  const bool in_place = args_.send == recv + me * bytes;
+  // Out of place, every block lands in lines nothing has touched this operation.
+  stream_out_ = !in_place && p * bytes >= kStreamedOutputBytes;
+  if (!in_place) CopyLocal(recv + me * bytes, args_.send, bytes);
   for (int step = 1; step < p; ++step) {
     const int j = (me + step) % p;
     if (absl::Status s = ReadFrom(j, send_[j], 0, recv + j * bytes, bytes, "send"); !s.ok()) {
       return s;
     }
   }
+  if (stream_out_) StreamingCopyDone();
   return absl::OkStatus();
 }
 
@@ -219,11 +227,14 @@ absl::Status CmaDirect::Broadcast() {
   // In the arena, local rank == rank: cma_direct runs only when every rank shares this host.
   const int root = args_.root;
   const size_t bytes = args_.count * args_.element_bytes();
+  stream_out_ = args_.send != args_.recv && bytes >= kStreamedOutputBytes;
   if (arena_.local_rank() == root) {
-    if (args_.send != args_.recv) std::memcpy(args_.recv, args_.send, bytes);
-    return absl::OkStatus();
+    if (args_.send != args_.recv) CopyLocal(args_.recv, args_.send, bytes);
+  } else if (absl::Status s = ReadFrom(root, send_[root], 0, args_.recv, bytes, "send"); !s.ok()) {
+    return s;
   }
-  return ReadFrom(root, send_[root], 0, args_.recv, bytes, "send");
+  if (stream_out_) StreamingCopyDone();
+  return absl::OkStatus();
 }
 
 }  // namespace weft

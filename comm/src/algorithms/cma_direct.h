@@ -54,8 +54,10 @@ class CmaDirect final : public Algorithm {
 
   // Learns every rank's buffers from its arena half and maps the shared ones.
   absl::Status Resolve();
-  // Copies `bytes` at byte `at` of local rank `r`'s buffer `from` to `to` (with StreamingCopy
-  // from a mapped buffer when stream_out_); `what` names the buffer in the error.
+  // memcpy, or StreamingCopy when stream_out_.
+  void CopyLocal(void* to, const void* from, size_t bytes) const;
+  // Copies `bytes` at byte `at` of local rank `r`'s buffer `from` to `to` (from a mapped buffer
+  // with CopyLocal); `what` names the buffer in the error.
   absl::Status ReadFrom(int r, const Remote& from, size_t at, void* to, size_t bytes,
                         const char* what) const;
   // Reduces one chunk, at byte `at`, of every peer's send buffer with this rank's `own` chunk
@@ -67,7 +69,7 @@ class CmaDirect final : public Algorithm {
   ShmArena& arena_;
   const CollectiveArgs args_;
   uint64_t round_ = 0;
-  bool stream_out_ = false;              // an out-of-place all-reduce writes around the cache
+  bool stream_out_ = false;              // a large out-of-place output is written around the cache
   absl::InlinedVector<Remote, 8> send_;  // per local rank, this operation's buffers
   absl::InlinedVector<Remote, 8> recv_;
   absl::InlinedVector<const void*, 8> sources_;  // ReduceMany inputs

@@ -8,6 +8,45 @@
 #endif
 
 namespace weft {
+namespace {
+
+#if defined(__SSE2__)
+constexpr size_t kPage = 4096;
+// From this size on the source is mostly in DRAM (see InterleavedLines).
+constexpr size_t kInterleavedBytes = size_t{1} << 20;
+
+// Copies one 64-byte line, `d` aligned, with non-temporal stores.
+inline void StreamLine(char* d, const char* s) {
+  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
+  const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
+  const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
+  _mm_stream_si128(reinterpret_cast<__m128i*>(d), a);
+  _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16), b);
+  _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), c);
+  _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), e);
+}
+
+// Copies whole groups of four pages, a line of each in turn, and returns the bytes copied. The
+// hardware prefetchers stop at page boundaries and follow one stream per page: four at once
+// keep more reads from DRAM in flight. On this project's VM, copies of 1-256 MiB out of DRAM ran
+// at 9.2-10.4 GB/s this way against 7.4-9.0 line after line; out of the cache, line after line
+// is faster (18 against 13 GB/s), so small copies stay so.
+size_t InterleavedLines(char* d, const char* s, size_t bytes) {
+  const size_t groups = bytes / (4 * kPage);
+  for (size_t g = 0; g < groups; ++g, d += 4 * kPage, s += 4 * kPage) {
+    for (size_t at = 0; at < kPage; at += 64) {
+      for (size_t page = 0; page < 4 * kPage; page += kPage) {
+        _mm_prefetch(s + page + at + 256, _MM_HINT_T0);
+        StreamLine(d + page + at, s + page + at);
+      }
+    }
+  }
+  return groups * 4 * kPage;
+}
+#endif
+
+}  // namespace
 
 void StreamingCopy(void* dst, const void* src, size_t bytes) {
 #if defined(__SSE2__)
@@ -23,16 +62,13 @@ void StreamingCopy(void* dst, const void* src, size_t bytes) {
   d += head;
   s += head;
   bytes -= head;
-  for (; bytes >= 64; bytes -= 64, d += 64, s += 64) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
-    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), e);
+  if (bytes >= kInterleavedBytes) {
+    const size_t done = InterleavedLines(d, s, bytes);
+    d += done;
+    s += done;
+    bytes -= done;
   }
+  for (; bytes >= 64; bytes -= 64, d += 64, s += 64) StreamLine(d, s);
   std::memcpy(d, s, bytes);
 #else
   std::memcpy(dst, src, bytes);
