@@ -538,6 +538,26 @@ TEST(StreamingCopy, MatchesMemcpyForEveryAlignmentAndLength) {
   }
 }
 
+// From 1 MiB the copy takes four pages at a time; whatever is left over goes line by line.
+TEST(StreamingCopy, LargeCopiesMatchMemcpy) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  std::vector<uint8_t> src(3 * kMiB + 4096), dst(src.size()), want(src.size());
+  Fill(src, 7);
+  for (size_t offset : {size_t{0}, size_t{1}, size_t{33}}) {
+    for (size_t bytes : {kMiB, kMiB + 16384 + 100, 3 * kMiB + 5}) {
+      std::fill(dst.begin(), dst.end(), 0xAB);
+      want = dst;
+      std::memcpy(want.data() + offset, src.data() + 3, bytes);
+      StreamingCopy(dst.data() + offset, src.data() + 3, bytes);
+      StreamingCopyDone();
+      const auto wrong = std::mismatch(dst.begin(), dst.end(), want.begin());
+      ASSERT_EQ(wrong.first, dst.end())
+          << "offset " << offset << ", " << bytes << " bytes: first wrong byte at "
+          << (wrong.first - dst.begin());
+    }
+  }
+}
+
 // ---- Arena tests ------------------------------------------------------------------------------
 
 std::vector<int> Range(int n) {
