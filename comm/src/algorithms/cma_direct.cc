@@ -94,18 +94,10 @@ absl::Status CmaDirect::Resolve() {
   return absl::OkStatus();
 }
 
-void CmaDirect::CopyLocal(void* to, const void* from, size_t bytes) const {
-  if (stream_out_) {
-    StreamingCopy(to, from, bytes);
-  } else {
-    std::memcpy(to, from, bytes);
-  }
-}
-
 absl::Status CmaDirect::ReadFrom(int r, const Remote& from, size_t at, void* to, size_t bytes,
                                  const char* what) const {
   if (from.mapped != nullptr) {
-    CopyLocal(to, from.mapped + at, bytes);
+    CopyOut(stream_out_, to, from.mapped + at, bytes);
     return absl::OkStatus();
   }
   auto* into = static_cast<std::byte*>(to);
@@ -212,7 +204,7 @@ absl::Status CmaDirect::AllGather() {
   const bool in_place = args_.send == recv + me * bytes;
   // Out of place, every block lands in lines nothing has touched this operation.
   stream_out_ = !in_place && p * bytes >= kStreamedOutputBytes;
-  if (!in_place) CopyLocal(recv + me * bytes, args_.send, bytes);
+  if (!in_place) CopyOut(stream_out_, recv + me * bytes, args_.send, bytes);
   for (int step = 1; step < p; ++step) {
     const int j = (me + step) % p;
     if (absl::Status s = ReadFrom(j, send_[j], 0, recv + j * bytes, bytes, "send"); !s.ok()) {
@@ -229,7 +221,7 @@ absl::Status CmaDirect::Broadcast() {
   const size_t bytes = args_.count * args_.element_bytes();
   stream_out_ = args_.send != args_.recv && bytes >= kStreamedOutputBytes;
   if (arena_.local_rank() == root) {
-    if (args_.send != args_.recv) CopyLocal(args_.recv, args_.send, bytes);
+    if (args_.send != args_.recv) CopyOut(stream_out_, args_.recv, args_.send, bytes);
   } else if (absl::Status s = ReadFrom(root, send_[root], 0, args_.recv, bytes, "send"); !s.ok()) {
     return s;
   }

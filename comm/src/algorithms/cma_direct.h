@@ -54,10 +54,8 @@ class CmaDirect final : public Algorithm {
 
   // Learns every rank's buffers from its arena half and maps the shared ones.
   absl::Status Resolve();
-  // memcpy, or StreamingCopy when stream_out_.
-  void CopyLocal(void* to, const void* from, size_t bytes) const;
   // Copies `bytes` at byte `at` of local rank `r`'s buffer `from` to `to` (from a mapped buffer
-  // with CopyLocal); `what` names the buffer in the error.
+  // with CopyOut(stream_out_)); `what` names the buffer in the error.
   absl::Status ReadFrom(int r, const Remote& from, size_t at, void* to, size_t bytes,
                         const char* what) const;
   // Reduces one chunk, at byte `at`, of every peer's send buffer with this rank's `own` chunk

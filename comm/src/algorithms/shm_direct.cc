@@ -14,15 +14,6 @@ constexpr size_t kHalfBytes = ArenaRounds::kHalfBytes;
 // All-reduces up to this many bytes per rank take the single-phase path.
 constexpr size_t kOneShotBytes = 16 << 10;
 constexpr int kReduced = ArenaRounds::kReduced;
-// Copies with non-temporal stores when `stream` (see kStreamedOutputBytes).
-void CopyOut(bool stream, std::byte* dst, const std::byte* src, size_t bytes) {
-  if (stream) {
-    StreamingCopy(dst, src, bytes);
-  } else {
-    std::memcpy(dst, src, bytes);
-  }
-}
-
 }  // namespace
 
 ShmDirect::ShmDirect(Peers& peers, const CollectiveArgs& args)

@@ -33,10 +33,9 @@ namespace {
 // alpha, what the large one adds gives the bandwidth. Each direct algorithm's collectives are
 // timed at sizes from a fixed cost to past the last-level cache, with points where the
 // algorithms' curves bend (L1, L2, the last-level cache): their crossings lie in between. They
-// run out of
-// place, as benchmarks and most large collectives run them (in the caches and in place the
-// algorithms look alike, beyond they do not). The probes take turns, round after round, so that
-// a busy machine slows them alike and their comparison stays fair.
+// run out of place, as benchmarks and most large collectives run them (in the caches and in
+// place the algorithms look alike, beyond they do not). The probes take turns, round after
+// round, so that a busy machine slows them alike and their comparison stays fair.
 constexpr size_t kSmallBytes = 256;
 constexpr size_t kLargeBytes = 2 << 20;
 constexpr size_t kDirectSizes[] = {kSmallBytes, 32 << 10, 512 << 10, 2 << 20, 8 << 20, 32 << 20};
@@ -53,9 +52,8 @@ constexpr int kRoundsPastCaches = 2;
 // benchmark's loop runs them (8 MiB still fits the last-level cache, so a cold run says little).
 // The largest, past the caches (two ranks' 32 MiB outputs and inputs overflow this machine's
 // 48 MiB), runs kDirectRunsPastCaches times, warmed only once: there the algorithms stream from
-// memory
-// and rank differently than at 8 MiB (all-gather: shm_direct 25-40% ahead of cma_direct from
-// 32 MiB on, a tie at 8 MiB). The ring's large size runs once.
+// memory and rank differently than at 8 MiB (all-gather: shm_direct 25-40% ahead of cma_direct
+// from 32 MiB on, a tie at 8 MiB). The ring's large size runs once.
 constexpr int kSmallRuns = 4;
 constexpr int kSmallDirectRuns = 8;
 constexpr size_t kWarmedBytes = 512 << 10;

@@ -75,6 +75,14 @@ void StreamingCopy(void* dst, const void* src, size_t bytes) {
 #endif
 }
 
+void CopyOut(bool stream, void* dst, const void* src, size_t bytes) {
+  if (stream) {
+    StreamingCopy(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
+}
+
 void StreamingCopyDone() {
 #if defined(__SSE2__)
   _mm_sfence();

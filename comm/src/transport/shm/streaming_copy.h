@@ -14,6 +14,9 @@ namespace weft {
 // stores where the CPU has them. Call StreamingCopyDone() before another thread may read `dst`.
 void StreamingCopy(void* dst, const void* src, size_t bytes);
 
+// StreamingCopy when `stream`, else memcpy: for callers that decide per operation.
+void CopyOut(bool stream, void* dst, const void* src, size_t bytes);
+
 // Orders earlier streaming stores before any later store (e.g. one that publishes completion).
 void StreamingCopyDone();
 
