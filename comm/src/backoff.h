@@ -1,10 +1,10 @@
 // Backoff: how a thread that has nothing to do but wait for a peer spends its time.
 //
 // Collectives on shared memory answer in well under a microsecond when both ranks are running, so
-// waiting starts by spinning. Ranks are often oversubscribed (8 ranks on 2 cores), where spinning
-// steals the very core the peer needs, so the spin is short and is followed by sched_yield, then
-// by sleeps that grow to a cap. Waiters that own sockets pass them in and sleep in poll() instead,
-// which wakes the moment data arrives.
+// waiting starts by spinning, then yields. Ranks are often oversubscribed (8 ranks on 2 cores),
+// where spinning steals the very core the peer needs, so there the wait skips the spin, yields
+// only briefly, and sleeps, in sleeps that grow from 50 us to a cap. Waiters that own sockets pass
+// them in and sleep in ppoll() instead, which wakes the moment data arrives.
 #pragma once
 
 #include <poll.h>
@@ -34,7 +34,7 @@ class Backoff {
   void Pause(std::vector<pollfd>* fds = nullptr, int max_sleep_ms = 10);
 
   // Process-wide: when this host runs more ranks than it has cores, spinning only delays the
-  // peer that would end the wait, so waits start by yielding instead.
+  // peer that would end the wait, so waits start by yielding instead, and sleep sooner.
   static void SetOversubscribed(bool oversubscribed);
   static bool Oversubscribed();
 
