@@ -6,6 +6,7 @@
 //
 // --fake-hosts K sets WEFT_HOSTNAME to host<rank % K> before creating the communicator, so one
 // machine looks like K hosts and mixed shared-memory/TCP layouts get tested.
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "backoff.h"
 #include "bootstrap/environment.h"
 #include "common/expected_values.h"
 #include "weft/comm/communicator.h"
@@ -437,6 +439,35 @@ int SuiteAbort(Communicator& comm) {
   return failures;
 }
 
+// Run pinned to one core (main): every rank of the job runs on this machine, whatever host each
+// pretends to be on, so the ranks share its cores and must wait as oversubscribed ranks do.
+int SuiteOversubscribed(Communicator& comm) {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) {
+    Fail("sched_getaffinity failed");
+    return failures;
+  }
+  const bool expected = comm.size() > CPU_COUNT(&cpus);
+  if (Backoff::Oversubscribed() != expected) {
+    Fail(absl::StrCat("oversubscribed is ", Backoff::Oversubscribed(), " with ", comm.size(),
+                      " ranks on this machine and ", CPU_COUNT(&cpus), " CPUs for this rank"));
+  }
+  return failures;
+}
+
+// Pins this process to the first CPU it may run on.
+bool PinToOneCpu() {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return false;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &cpus)) continue;
+    CPU_ZERO(&cpus);
+    CPU_SET(cpu, &cpus);
+    return sched_setaffinity(0, sizeof(cpus), &cpus) == 0;
+  }
+  return false;
+}
+
 }  // namespace
 }  // namespace weft::testing
 
@@ -452,6 +483,10 @@ int main(int argc, char** argv) {
     int hosts = 1;
     if (!env.ok() || !absl::SimpleAtoi(argv[3], &hosts) || hosts < 1) return 2;
     setenv("WEFT_HOSTNAME", absl::StrCat("host", env->rank % hosts).c_str(), 1);
+  }
+  if (suite == "oversubscribed" && !PinToOneCpu()) {
+    std::fprintf(stderr, "FAIL pinning to one CPU\n");
+    return 1;
   }
   absl::StatusOr<std::unique_ptr<weft::Communicator>> comm =
       weft::Communicator::CreateFromEnvironment();
@@ -476,6 +511,8 @@ int main(int argc, char** argv) {
     result = SuiteMismatch(**comm);
   else if (suite == "abort")
     result = SuiteAbort(**comm);
+  else if (suite == "oversubscribed")
+    result = SuiteOversubscribed(**comm);
   else {
     std::fprintf(stderr, "unknown suite %s\n", suite.c_str());
     return 2;

@@ -56,6 +56,14 @@ TEST_P(HierarchicalCollectives, EveryTypeOpAndPlacementIsExact) {
   ExpectSuccess(RunJob(hosts, {COMM_WORKER, "collectives"}, env));
 }
 
+// Ranks that pretend to be on different hosts share this machine's cores all the same (the rig's
+// network namespaces, containers): pinned to one core each, they must see themselves
+// oversubscribed, or they spin and yield where they should sleep.
+TEST(Oversubscription, RanksOfPretendHostsCountAgainstTheCores) {
+  ExpectSuccess(RunJob("a b", {COMM_WORKER, "oversubscribed"}, {}));
+  ExpectSuccess(RunJob("a a b b", {COMM_WORKER, "oversubscribed"}, {}));
+}
+
 std::string CaseName(const ::testing::TestParamInfo<HierarchicalCollectives::ParamType>& info) {
   const auto& [hosts, algorithm, transport] = info.param;
   return absl::StrCat(absl::StrReplaceAll(hosts, {{" ", ""}}), "_",

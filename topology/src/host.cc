@@ -20,10 +20,14 @@ std::string HostIdentity() {
   if (const char* forced = std::getenv("WEFT_HOSTNAME"); forced != nullptr && *forced != '\0') {
     return forced;
   }
+  return HostName() + "/" + KernelIdentity();
+}
+
+std::string KernelIdentity() {
   std::string boot_id;
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::getline(in, boot_id);
-  return HostName() + "/" + boot_id;
+  return boot_id;
 }
 
 }  // namespace weft

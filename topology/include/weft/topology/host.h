@@ -12,6 +12,11 @@ namespace weft {
 // "<hostname>/<boot id>", or WEFT_HOSTNAME verbatim when set.
 std::string HostIdentity();
 
+// The running kernel's boot id, "" when it cannot be read. Processes that see the same one run on
+// one machine and share its cores, whatever host identities they carry: the network namespaces
+// of tests/rig, containers with hostnames of their own, ranks given different WEFT_HOSTNAMEs.
+std::string KernelIdentity();
+
 // The bare hostname for messages (WEFT_HOSTNAME when set).
 std::string HostName();
 
