@@ -44,18 +44,22 @@ constexpr int kRounds = 6;
 // The largest direct size is timed in the last rounds only: it costs more than all the others.
 constexpr int kRoundsPastCaches = 2;
 // Small sizes (the ring's, and a direct collective's below kWarmedBytes) give kSmallRuns samples
-// a round: their medians shrug off the samples that waited for a late peer. A direct sample is
-// kSmallDirectRuns runs in a row: a lone broadcast times only where its root happened to find
-// the others (it never waits for them, except for the round before last), which made the root's
-// samples swing 0.3-2.8 us at 256 B from one calibration to the next. Larger direct sizes run
-// once to warm the buffers, then kDirectRuns times in a row timed as one sample, as a
-// benchmark's loop runs them (8 MiB still fits the last-level cache, so a cold run says little).
+// a round: their medians shrug off the samples that waited for a late peer. Each sample is
+// kSmallLoopRuns runs in a row, as a benchmark's loop runs them. A lone broadcast times only
+// where its root happened to find the others (it never waits for them, except for the round
+// before last), which made the root's samples swing 0.3-2.8 us at 256 B from one calibration to
+// the next. A lone ring over ranks that share cores (the network-namespace rig: 4 ranks, 2 cores)
+// times wherever the scheduler put its peers: the rig's network latency came out anywhere from
+// 33 to 390 us in six calibrations, and its shared memory's from 4.5 to 86 us; as loops, 19-47 and
+// 2.3-6.0 us. Larger direct sizes run once to warm the buffers, then kDirectRuns times in a row
+// timed as one sample, as a benchmark's loop runs them (8 MiB still fits the last-level cache,
+// so a cold run says little).
 // The largest, past the caches (two ranks' 32 MiB outputs and inputs overflow this machine's
 // 48 MiB), runs kDirectRunsPastCaches times, warmed only once: there the algorithms stream from
 // memory and rank differently than at 8 MiB (all-gather: shm_direct 25-40% ahead of cma_direct
 // from 32 MiB on, a tie at 8 MiB). The ring's large size runs once.
 constexpr int kSmallRuns = 4;
-constexpr int kSmallDirectRuns = 8;
+constexpr int kSmallLoopRuns = 8;
 constexpr size_t kWarmedBytes = 512 << 10;
 constexpr int kDirectRuns = 3;
 constexpr int kDirectRunsPastCaches = 2;
@@ -251,10 +255,10 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
           if (absl::StatusOr<double> warm = run(1); !warm.ok()) return warm.status();
         }
         const int samples = warmed || largest ? 1 : kSmallRuns;
-        const int runs = warmed         ? kDirectRuns
-                         : past_caches  ? kDirectRunsPastCaches
-                         : probe.direct ? kSmallDirectRuns
-                                        : 1;
+        const int runs = warmed        ? kDirectRuns
+                         : past_caches ? kDirectRunsPastCaches
+                         : largest     ? 1
+                                       : kSmallLoopRuns;
         for (int i = 0; i < samples; ++i) {
           absl::StatusOr<double> t = run(runs);
           if (!t.ok()) return t.status();
