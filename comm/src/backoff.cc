@@ -14,7 +14,8 @@ constexpr uint32_t kSpinRounds = 200;
 // millisecond from the data. Oversubscribed, every yield may hand the core to another rank's
 // yielding waiter instead of the one that would end the wait: on the network-namespace rig with
 // ranks bound two to a core, 2000 of them kept both cores busy for 2 ms per operation (against
-// 40 us) in 3 runs of 48, and in none of 48 with 64. There the waiter soon sleeps instead.
+// 40 us) in 3 runs of 48; 64 of them, and the microsecond sleeps below, in none of 80. There the
+// waiter soon sleeps instead.
 constexpr uint32_t kYieldRounds = 2000;
 constexpr uint32_t kOversubscribedYieldRounds = 64;
 

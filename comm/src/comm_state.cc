@@ -161,7 +161,7 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
 
   // Ranks of other "hosts" on this kernel (network namespaces, containers) take turns on the
   // same cores as this host's: on the 2 x 2 rig, waiting as if each rank had a core of its own
-  // made small collectives 3-10x slower (150-1500 us against 40-120).
+  // made small collectives 3-10x slower (160-1500 us per operation against 40-145).
   const auto sharing = std::count_if(kernels.begin(), kernels.end(), [&](const std::string& k) {
     return !k.empty() && k == kernels[rank];
   });
