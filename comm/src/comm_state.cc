@@ -165,10 +165,12 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
   const auto sharing = std::count_if(kernels.begin(), kernels.end(), [&](const std::string& k) {
     return !k.empty() && k == kernels[rank];
   });
+  // The setting is process-wide and a sub-communicator (split) sees only some of the ranks that
+  // share these cores: a communicator may raise it, never lower it.
   cpu_set_t cpus;
   if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) {
     const long ranks_here = std::max<long>(static_cast<long>(local_ranks.size()), sharing);
-    Backoff::SetOversubscribed(ranks_here > CPU_COUNT(&cpus));
+    if (ranks_here > CPU_COUNT(&cpus)) Backoff::SetOversubscribed(true);
   }
 
   std::unique_ptr<ShmArena> arena;

@@ -452,6 +452,14 @@ int SuiteOversubscribed(Communicator& comm) {
     Fail(absl::StrCat("oversubscribed is ", Backoff::Oversubscribed(), " with ", comm.size(),
                       " ranks on this machine and ", CPU_COUNT(&cpus), " CPUs for this rank"));
   }
+  // A communicator of this rank alone sees one rank, but the machine still runs them all.
+  absl::StatusOr<std::unique_ptr<Communicator>> alone = comm.Split(comm.rank(), 0);
+  if (!alone.ok()) {
+    Fail("split: " + alone.status().ToString());
+  } else if (Backoff::Oversubscribed() != expected) {
+    Fail(absl::StrCat("after a split into single ranks, oversubscribed is ",
+                      Backoff::Oversubscribed()));
+  }
   return failures;
 }
 
