@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -60,8 +61,17 @@ std::vector<AlgorithmId> CostTuner::Candidates(OpKind kind, const TuningShape& s
 
 double CostTuner::Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
                           const TuningShape& shape) const {
+  const double t = Formula(algorithm, kind, static_cast<double>(bytes), shape);
+  if (t < 0 || shape.nodes < 2) return t;
+  const std::optional<TimedPoint> anchor =
+      model_.Anchor(CostModel::CollectiveClass(Name(algorithm), Name(kind)), shape.ranks);
+  if (!anchor) return t;
+  return std::max(0.0, t + anchor->seconds - Formula(algorithm, kind, anchor->bytes, shape));
+}
+
+double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
+                          const TuningShape& shape) const {
   if (!Implements(algorithm, kind)) return -1;
-  const double n = static_cast<double>(bytes);
   const int p = shape.ranks;
   if (p <= 1) return 0;
   const double share = static_cast<double>(p - 1) / p;
@@ -120,7 +130,7 @@ double CostTuner::Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
       const char* measured_as = algorithm == AlgorithmId::kCmaDirect && shape.shared_buffers
                                     ? CostModel::kCmaDirectShared
                                     : Name(algorithm);
-      return model_.DirectSeconds(CostModel::DirectClass(measured_as, Name(measured)), p,
+      return model_.DirectSeconds(CostModel::CollectiveClass(measured_as, Name(measured)), p,
                                   kind == OpKind::kBarrier ? 0 : n);
     }
     case AlgorithmId::kHierarchical: {

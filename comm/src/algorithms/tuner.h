@@ -5,8 +5,9 @@
 // algorithm and its predicted time come out. CostTuner, the built-in one, prices every algorithm
 // that implements the collective and can run on this layout with an alpha-beta formula over the
 // link classes of a CostModel, NCCL-style time = latency + bytes / bandwidth, and takes the
-// cheapest. Every rank holds the same model (rank 0's, shared at creation), so every rank picks
-// the same algorithm.
+// cheapest. Over several nodes a formula is moved onto its algorithm's anchor, the time the
+// whole collective measured at a small size (tuner_model.h), where the model has one. Every rank
+// holds the same model (rank 0's, shared at creation), so every rank picks the same algorithm.
 //
 // Bytes are those the communicator passes the selector: the buffer of an all-reduce, broadcast
 // or reduce; all ranks' blocks together for reduce-scatter, all-gather and all-to-all.
@@ -62,6 +63,9 @@ class CostTuner final : public Tuner {
   const CostModel& model() const { return model_; }
 
  private:
+  // `algorithm`'s alpha-beta price of `n` bytes before any anchor moves it; negative where it
+  // cannot run.
+  double Formula(AlgorithmId algorithm, OpKind kind, double n, const TuningShape& shape) const;
   // The algorithms priced for `kind` on `shape`, in order of preference on equal predictions.
   std::vector<AlgorithmId> Candidates(OpKind kind, const TuningShape& shape) const;
 

@@ -35,7 +35,9 @@ namespace {
 // algorithms' curves bend (L1, L2, the last-level cache): their crossings lie in between. They
 // run out of place, as benchmarks and most large collectives run them (in the caches and in
 // place the algorithms look alike, beyond they do not). The probes take turns, round after
-// round, so that a busy machine slows them alike and their comparison stays fair.
+// round, so that a busy machine slows them alike and their comparison stays fair. Over several
+// nodes every algorithm over links is also timed whole at the small size: its anchor
+// (tuner_model.h).
 constexpr size_t kSmallBytes = 256;
 constexpr size_t kLargeBytes = 2 << 20;
 constexpr size_t kDirectSizes[] = {kSmallBytes, 32 << 10, 512 << 10, 2 << 20, 8 << 20, 32 << 20};
@@ -64,8 +66,14 @@ constexpr size_t kWarmedBytes = 512 << 10;
 constexpr int kDirectRuns = 3;
 constexpr int kDirectRunsPastCaches = 2;
 constexpr AlgorithmId kDirectAlgorithms[] = {AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect};
-constexpr OpKind kDirectCollectives[] = {OpKind::kAllReduce, OpKind::kReduceScatter,
-                                         OpKind::kAllGather, OpKind::kBroadcast};
+constexpr AlgorithmId kLinkAlgorithms[] = {AlgorithmId::kHierarchical, AlgorithmId::kRabenseifner,
+                                           AlgorithmId::kRing, AlgorithmId::kTree};
+constexpr OpKind kTimedCollectives[] = {OpKind::kAllReduce, OpKind::kReduceScatter,
+                                        OpKind::kAllGather, OpKind::kBroadcast};
+// A ring's anchor over p ranks takes 2(p-1) network latencies a run and calibration runs it some
+// 200 times: past this size the anchors would cost seconds, and what they correct (hand-offs
+// of a few tens of microseconds) matters less against the rings' own latencies.
+constexpr int kMaxAnchoredRanks = 32;
 constexpr size_t kReduceBytes = 4 << 20;
 
 using Clock = std::chrono::steady_clock;
@@ -91,19 +99,24 @@ size_t FloatsPerRank(OpKind kind, size_t bytes, int ranks) {
   return std::max<size_t>(1, blocks ? floats / ranks : floats);
 }
 
-// One timing run: a ring all-reduce over a group (shm, net) or a direct algorithm's collective.
+// One timing run: a ring all-reduce over a group (shm, net), or an algorithm's collective over
+// the whole communicator (a direct algorithm's curve, or a link algorithm's anchor).
 struct Probe {
   std::string name;  // the model's class
   int ranks = 0;     // the group size the entry is kept for
   RankGroup group;   // for the ring classes
-  std::optional<AlgorithmId> direct;
+  std::optional<AlgorithmId> algorithm;
   OpKind kind = OpKind::kAllReduce;
-  int slot = 0;         // shm 0, net 1, net_flow 2, direct probes 3.. : the same on every rank
+  int slot = 0;         // shm 0, net 1, net_flow 2, the others 3.. : the same on every rank
   bool shared = false;  // a direct algorithm over buffers from AllocShared
   std::map<size_t, std::vector<double>> seconds = {};  // per size, the runs that count
 
+  bool direct() const {
+    return algorithm == AlgorithmId::kShmDirect || algorithm == AlgorithmId::kCmaDirect;
+  }
   std::vector<size_t> Sizes() const {
-    if (direct) return {std::begin(kDirectSizes), std::end(kDirectSizes)};
+    if (direct()) return {std::begin(kDirectSizes), std::end(kDirectSizes)};
+    if (algorithm) return {kSmallBytes};
     return {kSmallBytes, kLargeBytes};
   }
 
@@ -124,7 +137,7 @@ struct Probe {
     const double beta = std::max((transfer / ((q - 1) / q * n) - gamma) / 2, 1e-12);
     return LinkCost{std::max(0.05, small / (2 * (q - 1)) * 1e6), 1 / beta / 1e9};
   }
-  // A direct collective: its median time at each size.
+  // A collective of the whole communicator: its median time at each size.
   TimeCurve FitCurve() const {
     TimeCurve curve;
     for (const auto& [bytes, runs] : seconds) {
@@ -134,19 +147,19 @@ struct Probe {
   }
 };
 
-// Runs one collective of `bytes` for `probe`: the ring classes' all-reduce in place in `out`, a
-// direct collective from `in` into `out`; `which` makes its envelope unique.
+// Runs one collective of `bytes` for `probe`: the ring classes' all-reduce in place in `out`, an
+// algorithm's collective from `in` into `out`; `which` makes its envelope unique.
 absl::StatusOr<double> RunOne(Peers& peers, const Probe& probe, size_t bytes, const float* in,
                               float* out, uint64_t which, const Deadline& deadline) {
   CollectiveArgs args;
   args.kind = probe.kind;
-  args.send = probe.direct ? in : out;
+  args.send = probe.algorithm ? in : out;
   args.recv = out;
   args.count = FloatsPerRank(probe.kind, bytes, probe.ranks);
   args.dtype = DataType::kFloat32;
   args.op = ReduceOp::kMax;  // keeps the values bounded across runs
   args.root = 0;
-  const AlgorithmId algorithm = probe.direct.value_or(AlgorithmId::kRing);
+  const AlgorithmId algorithm = probe.algorithm.value_or(AlgorithmId::kRing);
   Envelope e;
   e.seq = ~uint64_t{0} - which;  // no user operation numbers this high
   e.kind = static_cast<uint16_t>(args.kind);
@@ -156,7 +169,7 @@ absl::StatusOr<double> RunOne(Peers& peers, const Probe& probe, size_t bytes, co
   e.algorithm = static_cast<uint32_t>(algorithm);
   peers.Begin(e, deadline);
   const Clock::time_point start = Clock::now();
-  if (probe.direct) {
+  if (probe.algorithm) {
     if (absl::Status s = MakeAlgorithm(algorithm, peers, args)->Run(); !s.ok()) return s;
     return Since(start);
   }
@@ -212,7 +225,7 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
   std::vector<float> small_in(kSmallBytes / sizeof(float), 1.0f), small_out(small_in);
   std::vector<float> large(kLargeBytes / sizeof(float), 1.0f);
   const bool any_direct =
-      std::any_of(probes.begin(), probes.end(), [](const Probe& p) { return p.direct; });
+      std::any_of(probes.begin(), probes.end(), [](const Probe& p) { return p.direct(); });
   std::vector<float> direct_in(any_direct ? kDirectLargeBytes / sizeof(float) : 0, 1.0f);
   std::vector<float> direct_out(direct_in);
   // Filled like the plain buffers above: an untouched page of AllocShared memory would be
@@ -231,24 +244,24 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
   for (int round = 0; round < kRounds; ++round) {
     for (Probe& probe : probes) {
       // Envelopes must agree between ranks that run different sets of probes: a probe runs
-      // fewer than 128 times a round, and there are fewer than 16 probes.
-      uint64_t which = (static_cast<uint64_t>(round) * 16 + probe.slot) * 128;
+      // fewer than 128 times a round, and there are fewer than 32 probes.
+      uint64_t which = (static_cast<uint64_t>(round) * 32 + probe.slot) * 128;
       for (size_t bytes : probe.Sizes()) {
-        const bool largest = bytes == probe.Sizes().back();
-        const float* in = probe.shared   ? shared_in->data()
-                          : probe.direct ? direct_in.data()
-                          : largest      ? large.data()
-                                         : small_in.data();
-        float* out = probe.shared   ? shared_out->data()
-                     : probe.direct ? direct_out.data()
-                     : largest      ? large.data()
-                                    : small_out.data();
+        const bool largest = probe.Sizes().size() > 1 && bytes == probe.Sizes().back();
+        const float* in = probe.shared     ? shared_in->data()
+                          : probe.direct() ? direct_in.data()
+                          : largest        ? large.data()
+                                           : small_in.data();
+        float* out = probe.shared     ? shared_out->data()
+                     : probe.direct() ? direct_out.data()
+                     : largest        ? large.data()
+                                      : small_out.data();
         auto run = [&](int runs) {
           return RunProbe(peers, probe, bytes, in, out, runs, &which, deadline);
         };
-        const bool past_caches = probe.direct && largest;
+        const bool past_caches = probe.direct() && largest;
         if (past_caches && round < kRounds - kRoundsPastCaches) continue;
-        const bool warmed = probe.direct && bytes >= kWarmedBytes && !past_caches;
+        const bool warmed = probe.direct() && bytes >= kWarmedBytes && !past_caches;
         // The first run at the largest size is the first to touch most of the buffers: it maps
         // the pages of the peers' shared buffers, which a benchmark's loop pays once.
         if (warmed || (past_caches && round == kRounds - kRoundsPastCaches)) {
@@ -318,17 +331,34 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& tex
   return absl::OkStatus();
 }
 
+// A link algorithm's collective that calibration anchors.
+struct Anchored {
+  AlgorithmId algorithm;
+  OpKind kind;
+  std::string ClassName() const { return CostModel::CollectiveClass(Name(algorithm), Name(kind)); }
+};
+
+std::vector<Anchored> AnchoredCollectives() {
+  std::vector<Anchored> anchored;
+  for (AlgorithmId id : kLinkAlgorithms) {
+    for (OpKind kind : kTimedCollectives) {
+      if (Implements(id, kind)) anchored.push_back({id, kind});
+    }
+  }
+  return anchored;
+}
+
 // What rank 0 found missing, for every rank to help measure; and rank 0's
 // CommOptions::shared_buffers, which every rank must share.
 struct Plan {
-  bool shm = false, net = false, net_flow = false;
+  bool shm = false, net = false, net_flow = false, anchors = false;
   std::vector<AlgorithmId> direct;
   bool shared_buffers = false;
 
-  bool empty() const { return !shm && !net && !net_flow && direct.empty(); }
+  bool empty() const { return !shm && !net && !net_flow && !anchors && direct.empty(); }
   std::string Encode() const {
-    std::string text =
-        absl::StrCat(shm ? "shm " : "", net ? "net " : "", net_flow ? "net_flow " : "");
+    std::string text = absl::StrCat(shm ? "shm " : "", net ? "net " : "",
+                                    net_flow ? "net_flow " : "", anchors ? "anchors " : "");
     for (AlgorithmId id : direct) absl::StrAppend(&text, Name(id), " ");
     return absl::StrCat(text, "-", shared_buffers ? " shared_buffers" : "");
   }
@@ -338,6 +368,7 @@ struct Plan {
       if (word == "shm") plan.shm = true;
       if (word == "net") plan.net = true;
       if (word == CostModel::kNetFlow) plan.net_flow = true;
+      if (word == "anchors") plan.anchors = true;
       if (word == "shared_buffers") plan.shared_buffers = true;
       if (std::optional<AlgorithmId> id = ParseAlgorithm(word)) plan.direct.push_back(*id);
     }
@@ -404,11 +435,17 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
           nodes.num_nodes() > 1 && lanes > 1 && !model.Has(CostModel::kNetFlow, nodes.num_nodes());
       for (AlgorithmId id : kDirectAlgorithms) {
         const bool measured = std::all_of(
-            std::begin(kDirectCollectives), std::end(kDirectCollectives), [&](OpKind kind) {
-              return model.Has(CostModel::DirectClass(plan.ClassOf(id), Name(kind)), peers.size());
+            std::begin(kTimedCollectives), std::end(kTimedCollectives), [&](OpKind kind) {
+              return model.Has(CostModel::CollectiveClass(plan.ClassOf(id), Name(kind)),
+                               peers.size());
             });
         if (Usable(id, peers) && !measured) plan.direct.push_back(id);
       }
+      const std::vector<Anchored> anchored = AnchoredCollectives();
+      plan.anchors = nodes.num_nodes() > 1 && peers.size() <= kMaxAnchoredRanks &&
+                     std::any_of(anchored.begin(), anchored.end(), [&](const Anchored& a) {
+                       return !model.Has(a.ClassName(), peers.size());
+                     });
       if (!plan.empty() && !model.has_reduce()) model.set_reduce_gbps(MeasureReduceGbps());
     }
     if (absl::Status s = store.Set("tuning/plan", plan.Encode()); !s.ok()) return s;
@@ -454,11 +491,20 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
   }
   int slot = 3;
   for (AlgorithmId id : plan.direct) {
-    for (OpKind kind : kDirectCollectives) {
-      Probe probe{
-          CostModel::DirectClass(plan.ClassOf(id), Name(kind)), peers.size(), {}, id, kind, slot++};
+    for (OpKind kind : kTimedCollectives) {
+      Probe probe{CostModel::CollectiveClass(plan.ClassOf(id), Name(kind)),
+                  peers.size(),
+                  {},
+                  id,
+                  kind,
+                  slot++};
       probe.shared = id == AlgorithmId::kCmaDirect && plan.shared_buffers;
       probes.push_back(std::move(probe));
+    }
+  }
+  if (plan.anchors) {
+    for (const Anchored& a : AnchoredCollectives()) {
+      probes.push_back({a.ClassName(), peers.size(), {}, a.algorithm, a.kind, slot++});
     }
   }
   if (absl::Status s = RunProbes(peers, probes, deadline); !s.ok()) return s;
@@ -468,7 +514,7 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
   probes.insert(probes.end(), alone.begin(), alone.end());
   for (const Probe& probe : probes) {
     // Rank 0 is in node 0 and in lane 0: its probes are the ones rank 0 planned.
-    if (probe.direct) {
+    if (probe.algorithm) {
       model.SetCurve(probe.name, probe.ranks, probe.FitCurve());
     } else {
       model.Set(probe.name, probe.ranks, probe.FitLink(model.gamma()));

@@ -20,11 +20,26 @@ constexpr LinkCost kDefaultNet{30.0, 1.0};
 
 constexpr absl::string_view kPointField = "us_at_";
 
-bool IsDirectClass(absl::string_view algorithm, absl::string_view collective) {
-  return (algorithm == "shm_direct" || algorithm == "cma_direct" ||
-          algorithm == CostModel::kCmaDirectShared) &&
-         (collective == "all_reduce" || collective == "reduce_scatter" ||
-          collective == "all_gather" || collective == "broadcast");
+bool IsDirectAlgorithm(absl::string_view algorithm) {
+  return algorithm == "shm_direct" || algorithm == "cma_direct" ||
+         algorithm == CostModel::kCmaDirectShared;
+}
+
+// Whether `algorithm`'s `collective` has a curve (a direct algorithm) or an anchor (one over
+// links) in the model.
+bool IsCollectiveClass(absl::string_view algorithm, absl::string_view collective) {
+  const bool blocks = collective == "reduce_scatter" || collective == "all_gather";
+  if (IsDirectAlgorithm(algorithm) || algorithm == "hierarchical") {
+    return blocks || collective == "all_reduce" || collective == "broadcast";
+  }
+  if (algorithm == "ring") return blocks || collective == "all_reduce";
+  if (algorithm == "rabenseifner") return collective == "all_reduce";
+  return algorithm == "tree" && collective == "broadcast";
+}
+
+// A direct algorithm's curve needs two points to have a slope; an anchor is one.
+size_t PointsNeeded(absl::string_view collective_class) {
+  return IsDirectAlgorithm(collective_class.substr(0, collective_class.find('.'))) ? 2 : 1;
 }
 
 // The entry of `table` for (`name`, `ranks`): that size, else the size-less one, else the
@@ -60,6 +75,9 @@ std::string Label(const std::pair<std::string, int>& key) {
 
 bool UsableLink(const LinkCost& cost) { return cost.gbps > 0 && cost.alpha_us > 0; }
 bool UsableCurve(const TimeCurve& curve) { return curve.usable(); }
+bool Complete(const std::pair<std::string, int>& key, const TimeCurve& curve) {
+  return curve.points().size() >= PointsNeeded(key.first);
+}
 
 }  // namespace
 
@@ -73,15 +91,25 @@ double TimeCurve::Seconds(double bytes) const {
   return std::max(lower->second + (bytes - x0) * slope, points_.begin()->second) * 1e-6;
 }
 
-std::string CostModel::DirectClass(absl::string_view algorithm, absl::string_view collective) {
+std::string CostModel::CollectiveClass(absl::string_view algorithm, absl::string_view collective) {
   return absl::StrCat(algorithm, ".", collective);
 }
 
 bool CostModel::Has(absl::string_view name, int ranks) const {
   const std::pair<std::string, int> key{std::string(name), ranks};
   if (auto it = classes_.find(key); it != classes_.end()) return UsableLink(it->second);
-  if (auto it = curves_.find(key); it != curves_.end()) return it->second.usable();
+  if (auto it = curves_.find(key); it != curves_.end()) return Complete(key, it->second);
   return false;
+}
+
+std::optional<TimedPoint> CostModel::Anchor(absl::string_view name, int ranks) const {
+  for (int r : {ranks, 0}) {
+    auto it = curves_.find({std::string(name), r});
+    if (it == curves_.end() || it->second.points().empty()) continue;
+    const auto& [bytes, us] = *it->second.points().begin();
+    return TimedPoint{static_cast<double>(bytes), us * 1e-6};
+  }
+  return std::nullopt;
 }
 
 void CostModel::Set(absl::string_view name, int ranks, LinkCost cost) {
@@ -127,10 +155,11 @@ absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) 
           origin, ":", line_number, ": '", line, "': ", why,
           " (expected 'KEY VALUE': KEY is reduce.gbps, or LINK[.RANKS].alpha_us or "
           "LINK[.RANKS].gbps with LINK shm, net or net_flow, or "
-          "DIRECT.COLLECTIVE[.RANKS].us_at_BYTES with "
-          "DIRECT shm_direct, cma_direct or cma_direct_shared and COLLECTIVE all_reduce, "
-          "reduce_scatter, all_gather "
-          "or broadcast; VALUE > 0)"));
+          "ALGORITHM.COLLECTIVE[.RANKS].us_at_BYTES with ALGORITHM shm_direct, cma_direct, "
+          "cma_direct_shared or hierarchical and COLLECTIVE all_reduce, reduce_scatter, "
+          "all_gather or broadcast, or ALGORITHM ring and COLLECTIVE all_reduce, "
+          "reduce_scatter or all_gather, or rabenseifner.all_reduce, or tree.broadcast; "
+          "VALUE > 0)"));
     };
     std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());
     double value = 0;
@@ -143,19 +172,19 @@ absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) 
       continue;
     }
     std::vector<absl::string_view> parts = absl::StrSplit(words[0], '.');
-    const bool direct = parts.size() >= 3 && IsDirectClass(parts[0], parts[1]);
-    if (!direct && parts[0] != "shm" && parts[0] != "net" && parts[0] != kNetFlow) {
+    const bool curve = parts.size() >= 3 && IsCollectiveClass(parts[0], parts[1]);
+    if (!curve && parts[0] != "shm" && parts[0] != "net" && parts[0] != kNetFlow) {
       return bad("unknown key");
     }
-    const std::string name = direct ? DirectClass(parts[0], parts[1]) : std::string(parts[0]);
-    if (direct) parts.erase(parts.begin());
+    const std::string name = curve ? CollectiveClass(parts[0], parts[1]) : std::string(parts[0]);
+    if (curve) parts.erase(parts.begin());
     int ranks = 0;
     if (parts.size() < 2 || parts.size() > 3) return bad("unknown key");
     if (parts.size() == 3 && (!absl::SimpleAtoi(parts[1], &ranks) || ranks < 1)) {
       return bad("RANKS is not a positive number");
     }
     const absl::string_view field = parts.back();
-    if (direct) {
+    if (curve) {
       size_t bytes = 0;
       if (!absl::StartsWith(field, kPointField) ||
           !absl::SimpleAtoi(field.substr(kPointField.size()), &bytes)) {
@@ -180,7 +209,7 @@ absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) 
     }
   }
   for (const auto& [key, curve] : curves_) {
-    if (!curve.usable()) {
+    if (!Complete(key, curve)) {
       return absl::InvalidArgumentError(
           absl::StrCat(origin, ": ", Label(key), " needs two us_at_BYTES points at least"));
     }

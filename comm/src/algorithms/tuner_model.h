@@ -19,6 +19,17 @@
 //   cma_direct_shared.COLLECTIVE
 //               the same for cma_direct over buffers from AllocShared, measured only for
 //               communicators that say they use them (CommOptions::shared_buffers).
+// Over several nodes the algorithms that run over links are priced by formulas over the link
+// classes, and each collective of each also has an anchor,
+//   ring.COLLECTIVE (all_reduce, reduce_scatter, all_gather), rabenseifner.all_reduce,
+//   tree.broadcast, hierarchical.COLLECTIVE
+//               the time of one whole collective at a small size (one point of a TimeCurve).
+//               A formula composes the fixed cost from the links' alphas, but a whole algorithm
+//               also waits for what no link's alpha holds: the hand-offs between its phases and
+//               between the ranks of a node, and where ranks share cores, the scheduler. The
+//               network-namespace rig's hierarchical all-reduce measured 1.2-1.8x slower than
+//               Rabenseifner's below 32 KiB where the formulas priced the two alike. The tuner
+//               moves a formula by what separates it from its anchor.
 // Calibration measures everything else with all ranks of the group busy at once, as in real use,
 // so an entry is kept per group size ("shm.4": four ranks of a node); an entry without a size
 // applies to any size.
@@ -27,12 +38,14 @@
 //   shm.alpha_us 0.9        shm.4.gbps 3.2          net.2.alpha_us 25
 //   net.gbps 1.1            reduce.gbps 9
 //   shm_direct.all_gather.2.us_at_256 1.5           shm_direct.all_gather.2.us_at_524288 40
+//   hierarchical.all_reduce.4.us_at_256 80
 // A file may hold any subset; what it lacks keeps the built-in defaults (and calibration measures
 // it when it runs). WEFT_TUNING_FILE names such a file; the per-host cache uses the same format.
 #pragma once
 
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -64,11 +77,18 @@ class TimeCurve {
   std::map<size_t, double> points_;
 };
 
+// A measured time of one collective.
+struct TimedPoint {
+  double bytes = 0;
+  double seconds = 0;
+};
+
 class CostModel {
  public:
-  // The class of direct algorithm `algorithm` ("shm_direct", "cma_direct", or
-  // kCmaDirectShared: cma_direct over buffers from AllocShared) for `collective`.
-  static std::string DirectClass(absl::string_view algorithm, absl::string_view collective);
+  // The class of `algorithm`'s `collective` that a curve or an anchor is kept under: a direct
+  // algorithm ("shm_direct", "cma_direct", or kCmaDirectShared: cma_direct over buffers from
+  // AllocShared), or one of those that run over links.
+  static std::string CollectiveClass(absl::string_view algorithm, absl::string_view collective);
   static constexpr char kCmaDirectShared[] = "cma_direct_shared";
   static constexpr char kNetFlow[] = "net_flow";
 
@@ -76,11 +96,15 @@ class CostModel {
   // that size, else the size-less entry, else the nearest measured size, else the built-in
   // default; net_flow without any entry is net's (a flow alone is no slower than in company).
   LinkCost Get(absl::string_view name, int ranks) const;
-  // The time of a collective of `bytes` by direct class `name` (DirectClass) on `ranks`, from
+  // The time of a collective of `bytes` by direct class `name` (CollectiveClass) on `ranks`, from
   // its curve found the same way; from the nearest size, what the bytes add is scaled by the
   // ratio of sizes (the ranks share the memory bus). Never measured: three passes over the data
   // at the shm class's speed.
   double DirectSeconds(absl::string_view name, int ranks, double bytes) const;
+  // The anchor of link algorithm class `name` (CollectiveClass) on `ranks`: its smallest
+  // point. Only an anchor measured on that many ranks (or a size-less one) counts: the hand-offs
+  // it holds change with the group.
+  std::optional<TimedPoint> Anchor(absl::string_view name, int ranks) const;
   // Whether `name` has an entry of its own for `ranks` (0: size-less).
   bool Has(absl::string_view name, int ranks) const;
   void Set(absl::string_view name, int ranks, LinkCost cost);
