@@ -10,7 +10,7 @@
 //     once; shm_direct and cma_direct (one host): each of their all-reduce, reduce-scatter,
 //     all-gather and broadcast, out of place; over several nodes (up to 32 ranks), the anchors:
 //     each collective of the algorithms over links, whole. The rings are timed at 256 B and
-//     2 MiB, the direct collectives at 256 B, 32 KiB, 512 KiB, 2 MiB, 8 MiB and 32 MiB (from
+//     2 MiB, the direct collectives at 256 B, 32, 128 and 512 KiB, 2, 8 and 32 MiB (from
 //     512 KiB warmed once, then timed over runs in a row), the anchors at 256 B, the probes
 //     taking turns for six rounds, and fitted from the median samples. This takes about 0.3 s
 //     on 2 ranks (with shared_buffers, cma_direct is measured over AllocShared buffers
