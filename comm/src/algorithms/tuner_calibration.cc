@@ -113,6 +113,9 @@ struct Probe {
   int slot = 0;         // shm 0, net 1, net_flow 2, the others 3.. : the same on every rank
   bool shared = false;  // a direct algorithm over buffers from AllocShared
   std::map<size_t, std::vector<double>> seconds = {};  // per size, the runs that count
+  // The ranks whose groups must start each large run at once (net's: every lane's ring shares
+  // the node's link); empty for none.
+  RankGroup start_together = {};
 
   bool direct() const {
     return algorithm == AlgorithmId::kShmDirect || algorithm == AlgorithmId::kCmaDirect;
@@ -203,6 +206,17 @@ absl::StatusOr<double> RunProbe(Peers& peers, const Probe& probe, size_t bytes, 
   return total / runs;
 }
 
+// Returns once every rank of `group` has called it: a ring all-reduce of one float per rank
+// completes nowhere before every rank has sent its own.
+absl::Status StartTogether(Peers& peers, const RankGroup& group, uint64_t which,
+                           const Deadline& deadline) {
+  const Probe barrier{"start", group.size(), group, std::nullopt, OpKind::kAllReduce, 0};
+  std::vector<float> token(group.size(), 1.0f);
+  return RunOne(peers, barrier, token.size() * sizeof(float), token.data(), token.data(), which,
+                deadline)
+      .status();
+}
+
 // A buffer of `bytes` from AllocShared, freed with the object.
 class SharedFloats {
  public:
@@ -269,6 +283,12 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
         // the pages of the peers' shared buffers, which a benchmark's loop pays once.
         if (warmed || (past_caches && round == kRounds - kRoundsPastCaches)) {
           if (absl::StatusOr<double> warm = run(1); !warm.ok()) return warm.status();
+        }
+        if (largest && !probe.start_together.ranks.empty()) {
+          if (absl::Status s = StartTogether(peers, probe.start_together, which++, deadline);
+              !s.ok()) {
+            return s;
+          }
         }
         const int samples = warmed || largest ? 1 : kSmallRuns;
         const int runs = warmed        ? kDirectRuns
@@ -475,12 +495,18 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
                       0});
   }
   if (plan.net && nodes.local_rank() < lanes) {
-    probes.push_back({"net",
-                      nodes.num_nodes(),
-                      {nodes.lane_group(nodes.local_rank()), nodes.node()},
-                      std::nullopt,
-                      OpKind::kAllReduce,
-                      1});
+    Probe probe{
+        "net",        nodes.num_nodes(),  {nodes.lane_group(nodes.local_rank()), nodes.node()},
+        std::nullopt, OpKind::kAllReduce, 1};
+    // Left to drift apart over the small runs, the lanes' large rings overlapped only in part:
+    // on the rig (two lanes, one 1 Gbit/s link per node) a lane's share measured 0.06-0.15 GB/s
+    // from one calibration to the next, where it is 0.0625.
+    for (int r = 0; r < peers.size(); ++r) {
+      if (nodes.local_rank_of(r) >= lanes) continue;
+      if (r == rank) probe.start_together.me = probe.start_together.size();
+      probe.start_together.ranks.push_back(r);
+    }
+    probes.push_back(std::move(probe));
   }
   // Lane 0 alone, once everything else is measured.
   std::vector<Probe> alone;
