@@ -9,7 +9,6 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,24 +95,23 @@ TEST(CostModel, SizedEntriesWinAndTheNearestSizeStandsIn) {
   EXPECT_NEAR(model.DirectSeconds("cma_direct.broadcast", 4, 1e6), 2 * 3e-6 + 3e6 / 2e9, 1e-12);
 }
 
-TEST(CostModel, AnAnchorIsOnePointForItsOwnGroupSize) {
+TEST(CostModel, AnchorsNeedOnePointAndCountForTheirOwnGroupSize) {
   CostModel model;
   ASSERT_TRUE(model
                   .Merge("hierarchical.all_reduce.4.us_at_256 80\n"
-                         "tree.broadcast.us_at_256 30\ntree.broadcast.us_at_8 20\n",
+                         "tree.broadcast.us_at_8192 30\ntree.broadcast.us_at_8 20\n",
                          "anchors.txt")
                   .ok());
-  const std::optional<TimedPoint> hierarchical = model.Anchor("hierarchical.all_reduce", 4);
-  ASSERT_TRUE(hierarchical.has_value());
-  EXPECT_DOUBLE_EQ(hierarchical->bytes, 256);
-  EXPECT_NEAR(hierarchical->seconds, 80e-6, 1e-12);
+  const TimeCurve* hierarchical = model.Anchors("hierarchical.all_reduce", 4);
+  ASSERT_NE(hierarchical, nullptr);
+  EXPECT_EQ(hierarchical->points().size(), 1u);
+  EXPECT_DOUBLE_EQ(hierarchical->points().at(256), 80);
   EXPECT_TRUE(model.Has("hierarchical.all_reduce", 4));
-  // Measured on 4 ranks, it says nothing of 8; a size-less one applies to any size, and its
-  // smallest point is the anchor.
-  EXPECT_FALSE(model.Anchor("hierarchical.all_reduce", 8).has_value());
-  ASSERT_TRUE(model.Anchor("tree.broadcast", 8).has_value());
-  EXPECT_DOUBLE_EQ(model.Anchor("tree.broadcast", 8)->bytes, 8);
-  EXPECT_FALSE(model.Anchor("ring.all_reduce", 4).has_value());
+  // Measured on 4 ranks, they say nothing of 8; size-less ones apply to any size.
+  EXPECT_EQ(model.Anchors("hierarchical.all_reduce", 8), nullptr);
+  ASSERT_NE(model.Anchors("tree.broadcast", 8), nullptr);
+  EXPECT_EQ(model.Anchors("tree.broadcast", 8)->points().size(), 2u);
+  EXPECT_EQ(model.Anchors("ring.all_reduce", 4), nullptr);
 }
 
 TEST(CostModel, FormatReadsBackTheSameModel) {
@@ -305,36 +303,48 @@ TEST(CostTuner, TwoNodesOverASlowNetworkGoHierarchical) {
   EXPECT_TRUE(absl::StrContains(explained, "model: test.txt")) << explained;
 }
 
-TEST(CostTuner, AcrossNodesAFormulaMovesOntoItsAnchor) {
+TEST(CostTuner, AcrossNodesAFormulaMovesOntoItsAnchors) {
   TuningShape shape;
   shape.ranks = 4;
   shape.nodes = 2;
   shape.lanes = shape.max_local = 2;
   const CostTuner formulas(TestModel());
+  auto formula = [&](AlgorithmId id, double bytes) {
+    return formulas.Predict(id, OpKind::kAllReduce, static_cast<size_t>(bytes), shape);
+  };
   ASSERT_EQ(formulas.Choose(OpKind::kAllReduce, 256, shape).algorithm, AlgorithmId::kHierarchical);
   // Measured whole, the hierarchy's small all-reduce is slower than Rabenseifner's, as on the
   // network-namespace rig, where its hand-offs inside the node wait for a shared core.
   CostModel measured = TestModel();
   ASSERT_TRUE(measured
                   .Merge("hierarchical.all_reduce.4.us_at_256 120\n"
+                         "hierarchical.all_reduce.4.us_at_8192 200\n"
                          "rabenseifner.all_reduce.4.us_at_256 60\n",
                          "measured.txt")
                   .ok());
   const CostTuner anchored(measured);
-  EXPECT_NEAR(anchored.Predict(AlgorithmId::kHierarchical, OpKind::kAllReduce, 256, shape), 120e-6,
-              1e-12);
+  auto predict = [&](AlgorithmId id, double bytes) {
+    return anchored.Predict(id, OpKind::kAllReduce, static_cast<size_t>(bytes), shape);
+  };
+  const AlgorithmId hierarchical = AlgorithmId::kHierarchical;
+  EXPECT_NEAR(predict(hierarchical, 256), 120e-6, 1e-12);
+  EXPECT_NEAR(predict(hierarchical, 8192), 200e-6, 1e-12);
   EXPECT_EQ(anchored.Choose(OpKind::kAllReduce, 256, shape).algorithm, AlgorithmId::kRabenseifner);
-  // What the bytes add is the formula's: large all-reduces still go hierarchical.
+  // Below the first anchor, its miss; between two, a straight line between their misses.
+  const double miss_256 = 120e-6 - formula(hierarchical, 256);
+  const double miss_8k = 200e-6 - formula(hierarchical, 8192);
+  EXPECT_NEAR(predict(hierarchical, 8), formula(hierarchical, 8) + miss_256, 1e-12);
+  const double half = (256 + 8192) / 2.0;
+  EXPECT_NEAR(predict(hierarchical, half), formula(hierarchical, half) + (miss_256 + miss_8k) / 2,
+              1e-12);
+  // Beyond the last, its miss: what the bytes add is the formula's, and large all-reduces still
+  // go hierarchical.
   const size_t large = 64 << 20;
-  EXPECT_NEAR(anchored.Predict(AlgorithmId::kHierarchical, OpKind::kAllReduce, large, shape) -
-                  formulas.Predict(AlgorithmId::kHierarchical, OpKind::kAllReduce, large, shape),
-              120e-6 - formulas.Predict(AlgorithmId::kHierarchical, OpKind::kAllReduce, 256, shape),
-              1e-9);
+  EXPECT_NEAR(predict(hierarchical, large), formula(hierarchical, large) + miss_8k, 1e-12);
   EXPECT_EQ(anchored.Choose(OpKind::kAllReduce, large, shape).algorithm,
             AlgorithmId::kHierarchical);
-  // Collectives without an anchor, and one host, keep their formulas.
-  EXPECT_DOUBLE_EQ(anchored.Predict(AlgorithmId::kRing, OpKind::kAllReduce, 256, shape),
-                   formulas.Predict(AlgorithmId::kRing, OpKind::kAllReduce, 256, shape));
+  // Collectives without anchors, and one host, keep their formulas.
+  EXPECT_DOUBLE_EQ(predict(AlgorithmId::kRing, 256), formula(AlgorithmId::kRing, 256));
   TuningShape one_host = shape;
   one_host.nodes = 1;
   EXPECT_DOUBLE_EQ(anchored.Predict(AlgorithmId::kRabenseifner, OpKind::kAllReduce, 256, one_host),

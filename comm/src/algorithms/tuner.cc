@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -63,10 +62,25 @@ double CostTuner::Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
                           const TuningShape& shape) const {
   const double t = Formula(algorithm, kind, static_cast<double>(bytes), shape);
   if (t < 0 || shape.nodes < 2) return t;
-  const std::optional<TimedPoint> anchor =
-      model_.Anchor(CostModel::CollectiveClass(Name(algorithm), Name(kind)), shape.ranks);
-  if (!anchor) return t;
-  return std::max(0.0, t + anchor->seconds - Formula(algorithm, kind, anchor->bytes, shape));
+  const TimeCurve* anchors =
+      model_.Anchors(CostModel::CollectiveClass(Name(algorithm), Name(kind)), shape.ranks);
+  if (anchors == nullptr) return t;
+  // What the formula misses at each anchor; a straight line between two, flat beyond them.
+  const double n = static_cast<double>(bytes);
+  double below_bytes = 0, below_miss = 0;
+  bool first = true;
+  for (const auto& [anchor_bytes, us] : anchors->points()) {
+    const double at = static_cast<double>(anchor_bytes);
+    const double miss = us * 1e-6 - Formula(algorithm, kind, at, shape);
+    if (n <= at) {
+      const double weight = first ? 1.0 : (n - below_bytes) / (at - below_bytes);
+      return std::max(0.0, t + below_miss + weight * (miss - below_miss));
+    }
+    below_bytes = at;
+    below_miss = miss;
+    first = false;
+  }
+  return std::max(0.0, t + below_miss);
 }
 
 double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,

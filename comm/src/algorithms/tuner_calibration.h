@@ -11,10 +11,11 @@
 //     all-gather and broadcast, out of place; over several nodes (up to 32 ranks), the anchors:
 //     each collective of the algorithms over links, whole. The rings are timed at 256 B and
 //     2 MiB, the direct collectives at 256 B, 32, 128 and 512 KiB, 2, 8 and 32 MiB (from
-//     512 KiB warmed once, then timed over runs in a row), the anchors at 256 B, the probes
-//     taking turns for six rounds, and fitted from the median samples. This takes about 0.3 s
-//     on 2 ranks (with shared_buffers, cma_direct is measured over AllocShared buffers
-//     instead), and only the first communicator of a size on a host pays.
+//     512 KiB warmed once, then timed over runs in a row), the anchors at 256 B and 8 KiB, the
+//     probes taking turns for six rounds, and fitted from the median samples. This takes about
+//     1 s on 2 ranks of one host (with shared_buffers, cma_direct is measured over AllocShared
+//     buffers instead) and about 0.6 s on the rig's 2 nodes x 2 ranks, and only the first
+//     communicator of a size on a host pays.
 // Rank 0 then publishes the model through the store and every rank adopts it, so all ranks price
 // with the same numbers and choose the same algorithms.
 #pragma once

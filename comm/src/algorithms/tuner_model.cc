@@ -102,14 +102,12 @@ bool CostModel::Has(absl::string_view name, int ranks) const {
   return false;
 }
 
-std::optional<TimedPoint> CostModel::Anchor(absl::string_view name, int ranks) const {
+const TimeCurve* CostModel::Anchors(absl::string_view name, int ranks) const {
   for (int r : {ranks, 0}) {
     auto it = curves_.find({std::string(name), r});
-    if (it == curves_.end() || it->second.points().empty()) continue;
-    const auto& [bytes, us] = *it->second.points().begin();
-    return TimedPoint{static_cast<double>(bytes), us * 1e-6};
+    if (it != curves_.end() && !it->second.points().empty()) return &it->second;
   }
-  return std::nullopt;
+  return nullptr;
 }
 
 void CostModel::Set(absl::string_view name, int ranks, LinkCost cost) {

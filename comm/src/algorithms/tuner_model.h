@@ -23,13 +23,15 @@
 // classes, and each collective of each also has an anchor,
 //   ring.COLLECTIVE (all_reduce, reduce_scatter, all_gather), rabenseifner.all_reduce,
 //   tree.broadcast, hierarchical.COLLECTIVE
-//               the time of one whole collective at a small size (one point of a TimeCurve).
-//               A formula composes the fixed cost from the links' alphas, but a whole algorithm
-//               also waits for what no link's alpha holds: the hand-offs between its phases and
-//               between the ranks of a node, and where ranks share cores, the scheduler. The
-//               network-namespace rig's hierarchical all-reduce measured 1.2-1.8x slower than
-//               Rabenseifner's below 32 KiB where the formulas priced the two alike. The tuner
-//               moves a formula by what separates it from its anchor.
+//               the time of one whole collective at one or more small sizes (the points of a
+//               TimeCurve). A formula composes the fixed cost from the links' alphas, but a
+//               whole algorithm also waits for what no link's alpha holds: the hand-offs between
+//               its phases and between the ranks of a node, and where ranks share cores, the
+//               scheduler. The network-namespace rig's hierarchical all-reduce measured
+//               1.2-1.8x slower than Rabenseifner's below 32 KiB where the formulas priced the
+//               two alike. The tuner moves a formula by what separates it from its anchors:
+//               between two, by a straight line between their differences; beyond the last, by
+//               the last one's.
 // Calibration measures everything else with all ranks of the group busy at once, as in real use,
 // so an entry is kept per group size ("shm.4": four ranks of a node); an entry without a size
 // applies to any size.
@@ -45,7 +47,6 @@
 
 #include <cstddef>
 #include <map>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -77,12 +78,6 @@ class TimeCurve {
   std::map<size_t, double> points_;
 };
 
-// A measured time of one collective.
-struct TimedPoint {
-  double bytes = 0;
-  double seconds = 0;
-};
-
 class CostModel {
  public:
   // The class of `algorithm`'s `collective` that a curve or an anchor is kept under: a direct
@@ -101,10 +96,10 @@ class CostModel {
   // ratio of sizes (the ranks share the memory bus). Never measured: three passes over the data
   // at the shm class's speed.
   double DirectSeconds(absl::string_view name, int ranks, double bytes) const;
-  // The anchor of link algorithm class `name` (CollectiveClass) on `ranks`: its smallest
-  // point. Only an anchor measured on that many ranks (or a size-less one) counts: the hand-offs
-  // it holds change with the group.
-  std::optional<TimedPoint> Anchor(absl::string_view name, int ranks) const;
+  // The anchors of link algorithm class `name` (CollectiveClass) on `ranks`, or nullptr. Only
+  // anchors measured on that many ranks (or size-less ones) count: the hand-offs they hold change
+  // with the group.
+  const TimeCurve* Anchors(absl::string_view name, int ranks) const;
   // Whether `name` has an entry of its own for `ranks` (0: size-less).
   bool Has(absl::string_view name, int ranks) const;
   void Set(absl::string_view name, int ranks, LinkCost cost);
