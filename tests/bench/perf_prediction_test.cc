@@ -18,8 +18,9 @@
 namespace weft::testing {
 namespace {
 
-const std::set<std::string> kAlgorithms = {"ring", "rabenseifner", "shm_direct",  "cma_direct",
-                                           "tree", "pairwise",     "hierarchical"};
+const std::set<std::string> kAlgorithms = {"ring",       "rabenseifner", "recursive_doubling",
+                                           "shm_direct", "cma_direct",   "tree",
+                                           "pairwise",   "hierarchical"};
 
 // Half a unit in the last printed digit: how far the printed text may be from the value.
 double Rounding(const std::string& text) {

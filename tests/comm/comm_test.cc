@@ -74,7 +74,8 @@ INSTANTIATE_TEST_SUITE_P(Shm, Collectives,
                          CaseName);
 INSTANTIATE_TEST_SUITE_P(Tcp, Collectives,
                          ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Values("tcp"),
-                                            ::testing::Values("ring", "rabenseifner")),
+                                            ::testing::Values("ring", "rabenseifner",
+                                                              "recursive_doubling")),
                          CaseName);
 INSTANTIATE_TEST_SUITE_P(Mixed, Collectives,
                          ::testing::Combine(::testing::Values(3, 4), ::testing::Values("mixed"),
@@ -93,7 +94,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(3), ::testing::Values("shm"),
                        ::testing::Values("all_reduce=ring,reduce_scatter=ring,all_gather=ring,"
                                          "broadcast=tree,reduce=tree,barrier=dissemination",
-                                         "all_reduce=rabenseifner")),
+                                         "all_reduce=rabenseifner",
+                                         "all_reduce=recursive_doubling")),
     [](const auto& info) { return absl::StrCat("3ranks_shm_links", info.index); });
 
 class Suites : public ::testing::TestWithParam<std::tuple<std::string, std::string, int>> {};

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -170,7 +171,46 @@ void TestDataMovement(Communicator& comm, DataType t, size_t count) {
   }
 }
 
+// Min and max keep one operand of a tie between -0 and +0, or of a NaN against a number, and
+// which one depends on the order the operands meet in: whatever the algorithm, every rank must end
+// with the same bits.
+void TestEveryRankEndsWithTheSameBits(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t count : {size_t{4}, size_t{1031}}) {
+    std::vector<float> send(count);
+    for (size_t i = 0; i < count; ++i) {
+      switch (i % 4) {
+        case 0:
+          send[i] = r % 2 == 0 ? 0.0f : -0.0f;
+          break;
+        case 1:
+          send[i] = r % 2 == 0 ? -0.0f : 0.0f;
+          break;
+        case 2:
+          send[i] = r == 0 ? nan : 1.0f;
+          break;
+        default:
+          send[i] = r == p - 1 ? nan : 2.0f;
+          break;
+      }
+    }
+    for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax}) {
+      std::vector<float> mine(count), everyone(count * p);
+      EXPECT_OK(comm.AllReduce(send.data(), mine.data(), count, DataType::kFloat32, op).Wait());
+      EXPECT_OK(comm.AllGather(mine.data(), everyone.data(), count, DataType::kFloat32).Wait());
+      for (int j = 1; j < p; ++j) {
+        if (std::memcmp(&everyone[j * count], everyone.data(), count * sizeof(float)) != 0) {
+          Fail(absl::StrCat("all_reduce float32 ", Name(op), " count=", count, ": rank ", j,
+                            " holds other bits than rank 0"));
+        }
+      }
+    }
+  }
+}
+
 int SuiteCollectives(Communicator& comm) {
+  TestEveryRankEndsWithTheSameBits(comm);
   for (DataType t : kTypes) {
     for (size_t count : kSmallCounts) {
       for (ReduceOp op : kOps) TestReductions(comm, t, op, count);

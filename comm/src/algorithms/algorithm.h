@@ -50,11 +50,12 @@ enum class AlgorithmId : uint32_t {
   kRing = 1,
   kRabenseifner = 2,
   kShmDirect = 3,
-  kTree = 4,           // binomial tree (broadcast, reduce)
-  kPairwise = 5,       // all-to-all
-  kDissemination = 6,  // barrier over links
-  kHierarchical = 7,   // two-level: inside nodes, then across them (hierarchical.h)
-  kCmaDirect = 8,      // one host, peers' buffers read in place (cma_direct.h)
+  kTree = 4,               // binomial tree (broadcast, reduce)
+  kPairwise = 5,           // all-to-all
+  kDissemination = 6,      // barrier over links
+  kHierarchical = 7,       // two-level: inside nodes, then across them (hierarchical.h)
+  kCmaDirect = 8,          // one host, peers' buffers read in place (cma_direct.h)
+  kRecursiveDoubling = 9,  // all-reduce of small messages (recursive_doubling.h)
 };
 
 const char* Name(AlgorithmId id);

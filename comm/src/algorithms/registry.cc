@@ -8,6 +8,7 @@
 #include "algorithms/hierarchical.h"
 #include "algorithms/pairwise.h"
 #include "algorithms/rabenseifner.h"
+#include "algorithms/recursive_doubling.h"
 #include "algorithms/ring.h"
 #include "algorithms/shm_direct.h"
 #include "algorithms/tree.h"
@@ -15,7 +16,7 @@
 namespace weft {
 namespace {
 
-constexpr std::array<std::pair<AlgorithmId, const char*>, 8> kNames = {{
+constexpr std::array<std::pair<AlgorithmId, const char*>, 9> kNames = {{
     {AlgorithmId::kRing, "ring"},
     {AlgorithmId::kRabenseifner, "rabenseifner"},
     {AlgorithmId::kShmDirect, "shm_direct"},
@@ -24,6 +25,7 @@ constexpr std::array<std::pair<AlgorithmId, const char*>, 8> kNames = {{
     {AlgorithmId::kDissemination, "dissemination"},
     {AlgorithmId::kHierarchical, "hierarchical"},
     {AlgorithmId::kCmaDirect, "cma_direct"},
+    {AlgorithmId::kRecursiveDoubling, "recursive_doubling"},
 }};
 
 }  // namespace
@@ -44,6 +46,7 @@ std::optional<AlgorithmId> ParseAlgorithm(absl::string_view name) {
   if (name == "cma") return AlgorithmId::kCmaDirect;
   if (name == "binomial") return AlgorithmId::kTree;
   if (name == "hier") return AlgorithmId::kHierarchical;
+  if (name == "rd") return AlgorithmId::kRecursiveDoubling;
   return std::nullopt;
 }
 
@@ -53,6 +56,7 @@ bool Implements(AlgorithmId id, OpKind kind) {
       return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter ||
              kind == OpKind::kAllGather;
     case AlgorithmId::kRabenseifner:
+    case AlgorithmId::kRecursiveDoubling:
       return kind == OpKind::kAllReduce;
     case AlgorithmId::kShmDirect:
       return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter ||
@@ -95,6 +99,8 @@ std::unique_ptr<Algorithm> MakeAlgorithm(AlgorithmId id, Peers& peers, const Col
       return std::make_unique<ShmDirect>(peers, args);
     case AlgorithmId::kRabenseifner:
       return std::make_unique<RabenseifnerAllReduce>(peers, args);
+    case AlgorithmId::kRecursiveDoubling:
+      return std::make_unique<RecursiveDoublingAllReduce>(peers, args);
     case AlgorithmId::kPairwise:
       return std::make_unique<PairwiseAllToAll>(peers, args);
     case AlgorithmId::kDissemination:

@@ -24,8 +24,8 @@ std::optional<OpKind> ParseCollective(absl::string_view name) {
 absl::Status UnknownAlgorithm(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown algorithm '", name,
-      "' in WEFT_ALGO; known: ring, rabenseifner, shm_direct, cma_direct, tree, pairwise, "
-      "dissemination, hierarchical (hier)"));
+      "' in WEFT_ALGO; known: ring, rabenseifner, recursive_doubling (rd), shm_direct, "
+      "cma_direct, tree, pairwise, dissemination, hierarchical (hier)"));
 }
 
 }  // namespace

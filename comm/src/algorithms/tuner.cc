@@ -10,10 +10,10 @@ namespace weft {
 namespace {
 
 // Preference on equal predictions: the specialised algorithms first.
-constexpr AlgorithmId kAllAlgorithms[] = {AlgorithmId::kShmDirect,    AlgorithmId::kCmaDirect,
-                                          AlgorithmId::kHierarchical, AlgorithmId::kRabenseifner,
-                                          AlgorithmId::kRing,         AlgorithmId::kTree,
-                                          AlgorithmId::kPairwise,     AlgorithmId::kDissemination};
+constexpr AlgorithmId kAllAlgorithms[] = {
+    AlgorithmId::kShmDirect,         AlgorithmId::kCmaDirect, AlgorithmId::kHierarchical,
+    AlgorithmId::kRabenseifner,      AlgorithmId::kRing,      AlgorithmId::kTree,
+    AlgorithmId::kRecursiveDoubling, AlgorithmId::kPairwise,  AlgorithmId::kDissemination};
 
 // Chunk and round sizes of the implementations (ring.cc, tree.cc, shm_direct.cc,
 // hierarchical_*.cc); they set how many latencies a large message pays.
@@ -114,6 +114,12 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
     case AlgorithmId::kRabenseifner: {
       double t = 2 * log_p * a + 2 * share * n * b + share * n * g;
       if (!PowerOfTwo(p)) t += 2 * (a + n * b) + n * g;  // fold and unfold the extra ranks
+      return t;
+    }
+    case AlgorithmId::kRecursiveDoubling: {
+      // log p exchanges of the whole buffer, each reduced; the fold sends it twice more.
+      double t = log_p * (a + n * b + n * g);
+      if (!PowerOfTwo(p)) t += 2 * (a + n * b) + n * g;
       return t;
     }
     case AlgorithmId::kTree: {

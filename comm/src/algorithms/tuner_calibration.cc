@@ -75,7 +75,8 @@ constexpr int kDirectRuns = 3;
 constexpr int kDirectRunsPastCaches = 2;
 constexpr AlgorithmId kDirectAlgorithms[] = {AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect};
 constexpr AlgorithmId kLinkAlgorithms[] = {AlgorithmId::kHierarchical, AlgorithmId::kRabenseifner,
-                                           AlgorithmId::kRing, AlgorithmId::kTree};
+                                           AlgorithmId::kRecursiveDoubling, AlgorithmId::kRing,
+                                           AlgorithmId::kTree};
 constexpr OpKind kTimedCollectives[] = {OpKind::kAllReduce, OpKind::kReduceScatter,
                                         OpKind::kAllGather, OpKind::kBroadcast};
 // A ring's anchor over p ranks takes 2(p-1) network latencies a run and calibration runs it some

@@ -33,7 +33,9 @@ bool IsCollectiveClass(absl::string_view algorithm, absl::string_view collective
     return blocks || collective == "all_reduce" || collective == "broadcast";
   }
   if (algorithm == "ring") return blocks || collective == "all_reduce";
-  if (algorithm == "rabenseifner") return collective == "all_reduce";
+  if (algorithm == "rabenseifner" || algorithm == "recursive_doubling") {
+    return collective == "all_reduce";
+  }
   return algorithm == "tree" && collective == "broadcast";
 }
 
@@ -156,7 +158,8 @@ absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) 
           "ALGORITHM.COLLECTIVE[.RANKS].us_at_BYTES with ALGORITHM shm_direct, cma_direct, "
           "cma_direct_shared or hierarchical and COLLECTIVE all_reduce, reduce_scatter, "
           "all_gather or broadcast, or ALGORITHM ring and COLLECTIVE all_reduce, "
-          "reduce_scatter or all_gather, or rabenseifner.all_reduce, or tree.broadcast; "
+          "reduce_scatter or all_gather, or rabenseifner.all_reduce, "
+          "recursive_doubling.all_reduce, or tree.broadcast; "
           "VALUE > 0)"));
     };
     std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());

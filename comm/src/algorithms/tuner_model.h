@@ -22,7 +22,7 @@
 // Over several nodes the algorithms that run over links are priced by formulas over the link
 // classes, and each collective of each also has an anchor,
 //   ring.COLLECTIVE (all_reduce, reduce_scatter, all_gather), rabenseifner.all_reduce,
-//   tree.broadcast, hierarchical.COLLECTIVE
+//   recursive_doubling.all_reduce, tree.broadcast, hierarchical.COLLECTIVE
 //               the time of one whole collective at one or more small sizes (the points of a
 //               TimeCurve). A formula composes the fixed cost from the links' alphas, but a
 //               whole algorithm also waits for what no link's alpha holds: the hand-offs between

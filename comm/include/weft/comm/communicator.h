@@ -39,7 +39,8 @@ namespace weft {
 struct CommOptions {
   // Bound on every operation and on creation. Default: WEFT_TIMEOUT (seconds), else 300 s.
   absl::Duration timeout = absl::ZeroDuration();
-  // Forces an algorithm: "ring", "rabenseifner", "shm_direct", "tree", "pairwise", or per
+  // Forces an algorithm: "ring", "rabenseifner", "recursive_doubling", "shm_direct", "tree",
+  // "pairwise", or per
   // collective "all_reduce=ring,broadcast=tree". Default: WEFT_ALGO, else chosen per call.
   std::string algorithm;
   // "auto" (shared memory within a host, TCP across hosts), "tcp", "shm", or "ucx" (UCX across
