@@ -33,7 +33,8 @@ constexpr char kExpected[] =
     "all_reduce 512 128 judged True ['cma_direct', 'hierarchical', 'rabenseifner', "
     "'recursive_doubling', 'ring', 'shm_direct'] True\n"
     "reduce_scatter 8 0 empty True [] False\n"
-    "reduce_scatter 512 64 judged True ['cma_direct', 'hierarchical', 'ring', 'shm_direct'] True\n"
+    "reduce_scatter 512 64 judged True ['cma_direct', 'hierarchical', 'rabenseifner', 'ring', "
+    "'shm_direct'] True\n"
     "True 2 []\n";
 
 class TunerCheck : public ::testing::TestWithParam<bool> {};

@@ -91,11 +91,13 @@ INSTANTIATE_TEST_SUITE_P(
 // The link algorithms over shared-memory links (no arena shortcut).
 INSTANTIATE_TEST_SUITE_P(
     ShmLinks, Collectives,
-    ::testing::Combine(::testing::Values(3), ::testing::Values("shm"),
-                       ::testing::Values("all_reduce=ring,reduce_scatter=ring,all_gather=ring,"
-                                         "broadcast=tree,reduce=tree,barrier=dissemination",
-                                         "all_reduce=rabenseifner",
-                                         "all_reduce=recursive_doubling")),
+    ::testing::Combine(
+        ::testing::Values(3), ::testing::Values("shm"),
+        ::testing::Values(
+            "all_reduce=ring,reduce_scatter=ring,all_gather=ring,"
+            "broadcast=tree,reduce=tree,barrier=dissemination",
+            "all_reduce=rabenseifner,reduce_scatter=rabenseifner,all_gather=rabenseifner",
+            "all_reduce=recursive_doubling")),
     [](const auto& info) { return absl::StrCat("3ranks_shm_links", info.index); });
 
 class Suites : public ::testing::TestWithParam<std::tuple<std::string, std::string, int>> {};

@@ -16,16 +16,20 @@ int PowerOfTwoFold::RealRank(int virtual_rank) const {
   return virtual_rank < folded_ ? virtual_rank * 2 + 1 : virtual_rank + folded_;
 }
 
+int PowerOfTwoFold::FirstRealRank(int virtual_rank) const {
+  return virtual_rank < folded_ ? virtual_rank * 2 : virtual_rank + folded_;
+}
+
 absl::Status PowerOfTwoFold::Fold(Peers& peers, uint32_t step, std::byte* data, size_t bytes,
                                   DataType dtype, ReduceOp op) const {
-  if (rank_ >= 2 * folded_) return absl::OkStatus();
+  if (!paired()) return absl::OkStatus();
   if (virtual_rank_ < 0) return peers.Wait({peers.Send(rank_ + 1, step, data, bytes)});
   return peers.Wait({peers.Recv(rank_ - 1, step, RecvSink::Reduce(data, dtype, op), bytes)});
 }
 
 absl::Status PowerOfTwoFold::Unfold(Peers& peers, uint32_t step, std::byte* data,
                                     size_t bytes) const {
-  if (rank_ >= 2 * folded_) return absl::OkStatus();
+  if (!paired()) return absl::OkStatus();
   return peers.Wait({virtual_rank_ < 0 ? peers.Recv(rank_ + 1, step, RecvSink::Copy(data), bytes)
                                        : peers.Send(rank_ - 1, step, data, bytes)});
 }

@@ -25,6 +25,12 @@ class PowerOfTwoFold {
   int virtual_rank() const { return virtual_rank_; }
   // The real rank of participant `virtual_rank` of the exchange.
   int RealRank(int virtual_rank) const;
+  // The first of the real ranks participant `virtual_rank` stands for (two for a folded pair, one
+  // otherwise); FirstRealRank(power()) is the rank count. Monotonic: a range of participants
+  // stands for a contiguous range of real ranks, so of per-rank blocks.
+  int FirstRealRank(int virtual_rank) const;
+  // Whether this rank is one of a folded pair (it sits out, or stands in for its neighbour).
+  bool paired() const { return rank_ < 2 * folded_; }
 
   // Step `step`: a rank that sits out sends `bytes` of `data` to its neighbour, which reduces
   // them into its own `data`. Others do nothing.

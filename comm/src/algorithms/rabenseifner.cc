@@ -4,6 +4,60 @@
 #include <cstring>
 
 namespace weft {
+namespace {
+
+// The exchange splits a buffer into fold.power() parts, part v (participant v's) at byte
+// offset(v) up to offset(v + 1).
+
+// Recursive halving: each participant keeps the half of its range that holds its own part and
+// reduces the partner's contribution to it in, until it holds its part reduced.
+template <typename Offset>
+absl::Status Halve(Peers& peers, const PowerOfTwoFold& fold, std::byte* data, Offset offset,
+                   DataType dtype, ReduceOp op, uint32_t* step) {
+  const int me = fold.virtual_rank();
+  int lo = 0, hi = fold.power();
+  for (int mask = fold.power() / 2; mask >= 1; mask /= 2, ++*step) {
+    const int partner = fold.RealRank(me ^ mask);
+    const int mid = lo + (hi - lo) / 2;
+    const bool keep_low = (me & mask) == 0;
+    const int keep_lo = keep_low ? lo : mid, keep_hi = keep_low ? mid : hi;
+    const int give_lo = keep_low ? mid : lo, give_hi = keep_low ? hi : mid;
+    Transfer sent =
+        peers.Send(partner, *step, data + offset(give_lo), offset(give_hi) - offset(give_lo));
+    Transfer received =
+        peers.Recv(partner, *step, RecvSink::Reduce(data + offset(keep_lo), dtype, op),
+                   offset(keep_hi) - offset(keep_lo));
+    if (absl::Status s = peers.Wait({sent, received}); !s.ok()) return s;
+    lo = keep_lo;
+    hi = keep_hi;
+  }
+  return absl::OkStatus();
+}
+
+// Recursive doubling: from its own part, each participant exchanges everything it holds with the
+// partner, doubling it, until it holds every part.
+template <typename Offset>
+absl::Status Double(Peers& peers, const PowerOfTwoFold& fold, std::byte* data, Offset offset,
+                    uint32_t* step) {
+  const int me = fold.virtual_rank();
+  int lo = me, hi = me + 1;
+  for (int mask = 1; mask < fold.power(); mask *= 2, ++*step) {
+    const int partner = fold.RealRank(me ^ mask);
+    const int width = hi - lo;
+    const int other_lo = (me & mask) == 0 ? hi : lo - width;
+    Transfer sent = peers.Send(partner, *step, data + offset(lo), offset(hi) - offset(lo));
+    Transfer received = peers.Recv(partner, *step, RecvSink::Copy(data + offset(other_lo)),
+                                   offset(other_lo + width) - offset(other_lo));
+    if (absl::Status s = peers.Wait({sent, received}); !s.ok()) return s;
+    lo = std::min(lo, other_lo);
+    hi = lo + 2 * width;
+  }
+  return absl::OkStatus();
+}
+
+int Log2(int power) { return __builtin_ctz(static_cast<unsigned>(power)); }
+
+}  // namespace
 
 RabenseifnerAllReduce::RabenseifnerAllReduce(Peers& peers, const CollectiveArgs& args)
     : peers_(peers), args_(args), fold_(peers.rank(), peers.size()) {}
@@ -18,45 +72,83 @@ absl::Status RabenseifnerAllReduce::Run() {
   if (absl::Status s = fold_.Fold(peers_, step++, data, bytes, args_.dtype, args_.op); !s.ok()) {
     return s;
   }
-
-  const int power = fold_.power(), me = fold_.virtual_rank();
-  if (me >= 0) {
-    const Partition parts(args_.count, power);
-    auto at = [&](int part) { return data + parts.offset(part) * es; };
-    auto span = [&](int lo, int hi) { return (parts.offset(hi) - parts.offset(lo)) * es; };
-    // Recursive halving: keep the half of the current range that contains our own part.
-    int lo = 0, hi = power;
-    for (int mask = power / 2; mask >= 1; mask /= 2, ++step) {
-      const int partner = fold_.RealRank(me ^ mask);
-      const int mid = lo + (hi - lo) / 2;
-      const bool keep_low = (me & mask) == 0;
-      const int keep_lo = keep_low ? lo : mid, keep_hi = keep_low ? mid : hi;
-      const int give_lo = keep_low ? mid : lo, give_hi = keep_low ? hi : mid;
-      Transfer sent = peers_.Send(partner, step, at(give_lo), span(give_lo, give_hi));
-      Transfer received =
-          peers_.Recv(partner, step, RecvSink::Reduce(at(keep_lo), args_.dtype, args_.op),
-                      span(keep_lo, keep_hi));
-      if (absl::Status s = peers_.Wait({sent, received}); !s.ok()) return s;
-      lo = keep_lo;
-      hi = keep_hi;
+  if (fold_.virtual_rank() >= 0) {
+    const Partition parts(args_.count, fold_.power());
+    auto offset = [&](int part) { return parts.offset(part) * es; };
+    if (absl::Status s = Halve(peers_, fold_, data, offset, args_.dtype, args_.op, &step);
+        !s.ok()) {
+      return s;
     }
-    // Recursive doubling: exchange complete ranges, doubling what each rank holds.
-    for (int mask = 1; mask < power; mask *= 2, ++step) {
-      const int partner = fold_.RealRank(me ^ mask);
-      const int width = hi - lo;
-      const bool we_are_low = (me & mask) == 0;
-      const int other_lo = we_are_low ? hi : lo - width;
-      Transfer sent = peers_.Send(partner, step, at(lo), span(lo, hi));
-      Transfer received = peers_.Recv(partner, step, RecvSink::Copy(at(other_lo)),
-                                      span(other_lo, other_lo + width));
-      if (absl::Status s = peers_.Wait({sent, received}); !s.ok()) return s;
-      lo = std::min(lo, other_lo);
-      hi = lo + 2 * width;
-    }
+    if (absl::Status s = Double(peers_, fold_, data, offset, &step); !s.ok()) return s;
   } else {
-    step += 2 * __builtin_ctz(static_cast<unsigned>(power));
+    step += 2 * Log2(fold_.power());
   }
   return fold_.Unfold(peers_, step, data, bytes);
+}
+
+RabenseifnerReduceScatter::RabenseifnerReduceScatter(Peers& peers, const CollectiveArgs& args)
+    : peers_(peers), args_(args), fold_(peers.rank(), peers.size()) {}
+
+absl::Status RabenseifnerReduceScatter::Run() {
+  const int p = peers_.size(), r = peers_.rank();
+  const size_t block = args_.count * args_.element_bytes();
+  auto* out = static_cast<std::byte*>(args_.recv);
+  if (p == 1) {
+    if (args_.send != args_.recv) std::memcpy(out, args_.send, block);
+    return absl::OkStatus();
+  }
+  // Reduced in place, the caller's input must stay as it was: the exchange works on a copy.
+  std::byte* work = peers_.Scratch(block * p);
+  std::memcpy(work, args_.send, block * p);
+  uint32_t step = 0;
+  if (absl::Status s = fold_.Fold(peers_, step++, work, block * p, args_.dtype, args_.op);
+      !s.ok()) {
+    return s;
+  }
+  if (fold_.virtual_rank() >= 0) {
+    auto offset = [&](int part) { return fold_.FirstRealRank(part) * block; };
+    if (absl::Status s = Halve(peers_, fold_, work, offset, args_.dtype, args_.op, &step);
+        !s.ok()) {
+      return s;
+    }
+  } else {
+    step += Log2(fold_.power());
+  }
+  // A folded pair's survivor holds both ranks' blocks; it hands its neighbour its own.
+  if (fold_.paired()) {
+    Transfer t = fold_.virtual_rank() < 0 ? peers_.Recv(r + 1, step, RecvSink::Copy(out), block)
+                                          : peers_.Send(r - 1, step, work + (r - 1) * block, block);
+    if (absl::Status s = peers_.Wait({t}); !s.ok()) return s;
+  }
+  if (fold_.virtual_rank() >= 0) std::memcpy(out, work + r * block, block);
+  return absl::OkStatus();
+}
+
+RabenseifnerAllGather::RabenseifnerAllGather(Peers& peers, const CollectiveArgs& args)
+    : peers_(peers), args_(args), fold_(peers.rank(), peers.size()) {}
+
+absl::Status RabenseifnerAllGather::Run() {
+  const int p = peers_.size(), r = peers_.rank();
+  const size_t block = args_.count * args_.element_bytes();
+  auto* out = static_cast<std::byte*>(args_.recv);
+  if (args_.send != out + r * block) std::memcpy(out + r * block, args_.send, block);
+  if (p == 1) return absl::OkStatus();
+  uint32_t step = 0;
+  // A folded pair's survivor gathers for both: its neighbour's block first.
+  if (fold_.paired()) {
+    Transfer t = fold_.virtual_rank() < 0
+                     ? peers_.Send(r + 1, step, out + r * block, block)
+                     : peers_.Recv(r - 1, step, RecvSink::Copy(out + (r - 1) * block), block);
+    if (absl::Status s = peers_.Wait({t}); !s.ok()) return s;
+  }
+  ++step;
+  if (fold_.virtual_rank() >= 0) {
+    auto offset = [&](int part) { return fold_.FirstRealRank(part) * block; };
+    if (absl::Status s = Double(peers_, fold_, out, offset, &step); !s.ok()) return s;
+  } else {
+    step += Log2(fold_.power());
+  }
+  return fold_.Unfold(peers_, step, out, block * p);
 }
 
 }  // namespace weft

@@ -56,6 +56,8 @@ bool Implements(AlgorithmId id, OpKind kind) {
       return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter ||
              kind == OpKind::kAllGather;
     case AlgorithmId::kRabenseifner:
+      return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter ||
+             kind == OpKind::kAllGather;
     case AlgorithmId::kRecursiveDoubling:
       return kind == OpKind::kAllReduce;
     case AlgorithmId::kShmDirect:
@@ -98,7 +100,13 @@ std::unique_ptr<Algorithm> MakeAlgorithm(AlgorithmId id, Peers& peers, const Col
     case AlgorithmId::kShmDirect:
       return std::make_unique<ShmDirect>(peers, args);
     case AlgorithmId::kRabenseifner:
-      return std::make_unique<RabenseifnerAllReduce>(peers, args);
+      if (args.kind == OpKind::kAllReduce) {
+        return std::make_unique<RabenseifnerAllReduce>(peers, args);
+      }
+      if (args.kind == OpKind::kReduceScatter) {
+        return std::make_unique<RabenseifnerReduceScatter>(peers, args);
+      }
+      return std::make_unique<RabenseifnerAllGather>(peers, args);
     case AlgorithmId::kRecursiveDoubling:
       return std::make_unique<RecursiveDoublingAllReduce>(peers, args);
     case AlgorithmId::kPairwise:

@@ -112,9 +112,19 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
           return (p - 1) * a + share * n * b1;
       }
     case AlgorithmId::kRabenseifner: {
-      double t = 2 * log_p * a + 2 * share * n * b + share * n * g;
-      if (!PowerOfTwo(p)) t += 2 * (a + n * b) + n * g;  // fold and unfold the extra ranks
-      return t;
+      // Halving, doubling, or both; the extra ranks' fold and unfold move the whole input and
+      // one block (reduce-scatter), one block and the whole output (all-gather), or the whole
+      // buffer twice (all-reduce).
+      const bool fold = !PowerOfTwo(p);
+      switch (kind) {
+        case OpKind::kReduceScatter:
+          return log_p * a + share * n * (b + g) + (fold ? 2 * a + (n + n / p) * b + n * g : 0);
+        case OpKind::kAllGather:
+          return log_p * a + share * n * b + (fold ? 2 * a + (n + n / p) * b : 0);
+        default:
+          return 2 * log_p * a + 2 * share * n * b + share * n * g +
+                 (fold ? 2 * (a + n * b) + n * g : 0);
+      }
     }
     case AlgorithmId::kRecursiveDoubling: {
       // log p exchanges of the whole buffer, each reduced; the fold sends it twice more.

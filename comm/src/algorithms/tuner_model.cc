@@ -32,10 +32,10 @@ bool IsCollectiveClass(absl::string_view algorithm, absl::string_view collective
   if (IsDirectAlgorithm(algorithm) || algorithm == "hierarchical") {
     return blocks || collective == "all_reduce" || collective == "broadcast";
   }
-  if (algorithm == "ring") return blocks || collective == "all_reduce";
-  if (algorithm == "rabenseifner" || algorithm == "recursive_doubling") {
-    return collective == "all_reduce";
+  if (algorithm == "ring" || algorithm == "rabenseifner") {
+    return blocks || collective == "all_reduce";
   }
+  if (algorithm == "recursive_doubling") return collective == "all_reduce";
   return algorithm == "tree" && collective == "broadcast";
 }
 
@@ -157,9 +157,9 @@ absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) 
           "LINK[.RANKS].gbps with LINK shm, net or net_flow, or "
           "ALGORITHM.COLLECTIVE[.RANKS].us_at_BYTES with ALGORITHM shm_direct, cma_direct, "
           "cma_direct_shared or hierarchical and COLLECTIVE all_reduce, reduce_scatter, "
-          "all_gather or broadcast, or ALGORITHM ring and COLLECTIVE all_reduce, "
-          "reduce_scatter or all_gather, or rabenseifner.all_reduce, "
-          "recursive_doubling.all_reduce, or tree.broadcast; "
+          "all_gather or broadcast, or ALGORITHM ring or rabenseifner and COLLECTIVE "
+          "all_reduce, reduce_scatter or all_gather, or recursive_doubling.all_reduce, or "
+          "tree.broadcast; "
           "VALUE > 0)"));
     };
     std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());

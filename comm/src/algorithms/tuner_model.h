@@ -21,7 +21,7 @@
 //               communicators that say they use them (CommOptions::shared_buffers).
 // Over several nodes the algorithms that run over links are priced by formulas over the link
 // classes, and each collective of each also has an anchor,
-//   ring.COLLECTIVE (all_reduce, reduce_scatter, all_gather), rabenseifner.all_reduce,
+//   ring.COLLECTIVE and rabenseifner.COLLECTIVE (all_reduce, reduce_scatter, all_gather),
 //   recursive_doubling.all_reduce, tree.broadcast, hierarchical.COLLECTIVE
 //               the time of one whole collective at one or more small sizes (the points of a
 //               TimeCurve). A formula composes the fixed cost from the links' alphas, but a
