@@ -303,6 +303,25 @@ TEST(CostTuner, TwoNodesOverASlowNetworkGoHierarchical) {
   EXPECT_TRUE(absl::StrContains(explained, "model: test.txt")) << explained;
 }
 
+TEST(CostTuner, RabenseifnersAllReduceCrossesTheNetworkWithALocalShareOfTheBuffer) {
+  TuningShape shape;
+  shape.ranks = 4;
+  shape.nodes = 2;
+  shape.lanes = shape.max_local = 2;
+  const CostTuner tuner(TestModel());
+  const double n = 64 << 20;
+  // Halving pairs the ranks of a node first (shm: 2 us, 4 GB/s) over half the buffer; a quarter
+  // of it crosses the network (50 us, 1 GB/s); the doubling retraces both; the reduction reads
+  // 3/4 of it (8 GB/s).
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kRabenseifner, OpKind::kAllReduce, n, shape),
+              2 * (2e-6 + 0.5 * n / 4e9 + 50e-6 + 0.25 * n / 1e9) + 0.75 * n / 8e9, 1e-12);
+  // Uneven nodes (3 + 1 ranks) price every step on the network.
+  shape.lanes = 1;
+  shape.max_local = 3;
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kRabenseifner, OpKind::kAllReduce, n, shape),
+              4 * 50e-6 + 1.5 * n / 1e9 + 0.75 * n / 8e9, 1e-12);
+}
+
 TEST(CostTuner, AcrossNodesAFormulaMovesOntoItsAnchors) {
   TuningShape shape;
   shape.ranks = 4;

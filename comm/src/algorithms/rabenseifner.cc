@@ -6,17 +6,30 @@
 namespace weft {
 namespace {
 
-// The exchange splits a buffer into fold.power() parts, part v (participant v's) at byte
-// offset(v) up to offset(v + 1).
+// The exchange splits a buffer into fold.power() parts, part k at byte offset(k) up to
+// offset(k + 1). A step pairs the participants whose numbers differ in one bit (its mask) and
+// splits or joins along it. Taking the high bits first, participant v ends the halving with part
+// v, as a reduce-scatter must. Taking the low bits first, it ends with part bit-reverse(v), and the
+// halving's first steps, which move the most data, pair the nearest ranks: over ranks numbered
+// node by node, partners on one node, so that only the smaller later steps cross the network.
 
-// Recursive halving: each participant keeps the half of its range that holds its own part and
-// reduces the partner's contribution to it in, until it holds its part reduced.
+int Log2(int power) { return __builtin_ctz(static_cast<unsigned>(power)); }
+
+// The masks of a halving in order: low bits first or high bits first. A doubling takes them in
+// the reverse order.
+int HalvingMask(int power, int index, bool low_bits_first) {
+  return low_bits_first ? 1 << index : power >> (index + 1);
+}
+
+// Recursive halving: each participant keeps the half of its range that its bit selects and
+// reduces the partner's contribution to it in, until it holds one part reduced, *part.
 template <typename Offset>
 absl::Status Halve(Peers& peers, const PowerOfTwoFold& fold, std::byte* data, Offset offset,
-                   DataType dtype, ReduceOp op, uint32_t* step) {
+                   DataType dtype, ReduceOp op, bool low_bits_first, uint32_t* step, int* part) {
   const int me = fold.virtual_rank();
   int lo = 0, hi = fold.power();
-  for (int mask = fold.power() / 2; mask >= 1; mask /= 2, ++*step) {
+  for (int i = 0; i < Log2(fold.power()); ++i, ++*step) {
+    const int mask = HalvingMask(fold.power(), i, low_bits_first);
     const int partner = fold.RealRank(me ^ mask);
     const int mid = lo + (hi - lo) / 2;
     const bool keep_low = (me & mask) == 0;
@@ -31,17 +44,20 @@ absl::Status Halve(Peers& peers, const PowerOfTwoFold& fold, std::byte* data, Of
     lo = keep_lo;
     hi = keep_hi;
   }
+  *part = lo;
   return absl::OkStatus();
 }
 
-// Recursive doubling: from its own part, each participant exchanges everything it holds with the
-// partner, doubling it, until it holds every part.
+// Recursive doubling, the halving's steps undone in reverse: from part `part`, each participant
+// exchanges everything it holds with the partner, doubling it, until it holds every part.
 template <typename Offset>
 absl::Status Double(Peers& peers, const PowerOfTwoFold& fold, std::byte* data, Offset offset,
-                    uint32_t* step) {
+                    bool low_bits_first, int part, uint32_t* step) {
   const int me = fold.virtual_rank();
-  int lo = me, hi = me + 1;
-  for (int mask = 1; mask < fold.power(); mask *= 2, ++*step) {
+  const int steps = Log2(fold.power());
+  int lo = part, hi = part + 1;
+  for (int i = steps - 1; i >= 0; --i, ++*step) {
+    const int mask = HalvingMask(fold.power(), i, low_bits_first);
     const int partner = fold.RealRank(me ^ mask);
     const int width = hi - lo;
     const int other_lo = (me & mask) == 0 ? hi : lo - width;
@@ -54,8 +70,6 @@ absl::Status Double(Peers& peers, const PowerOfTwoFold& fold, std::byte* data, O
   }
   return absl::OkStatus();
 }
-
-int Log2(int power) { return __builtin_ctz(static_cast<unsigned>(power)); }
 
 }  // namespace
 
@@ -75,11 +89,16 @@ absl::Status RabenseifnerAllReduce::Run() {
   if (fold_.virtual_rank() >= 0) {
     const Partition parts(args_.count, fold_.power());
     auto offset = [&](int part) { return parts.offset(part) * es; };
-    if (absl::Status s = Halve(peers_, fold_, data, offset, args_.dtype, args_.op, &step);
+    int part = 0;
+    if (absl::Status s = Halve(peers_, fold_, data, offset, args_.dtype, args_.op,
+                               /*low_bits_first=*/true, &step, &part);
         !s.ok()) {
       return s;
     }
-    if (absl::Status s = Double(peers_, fold_, data, offset, &step); !s.ok()) return s;
+    if (absl::Status s = Double(peers_, fold_, data, offset, /*low_bits_first=*/true, part, &step);
+        !s.ok()) {
+      return s;
+    }
   } else {
     step += 2 * Log2(fold_.power());
   }
@@ -107,7 +126,9 @@ absl::Status RabenseifnerReduceScatter::Run() {
   }
   if (fold_.virtual_rank() >= 0) {
     auto offset = [&](int part) { return fold_.FirstRealRank(part) * block; };
-    if (absl::Status s = Halve(peers_, fold_, work, offset, args_.dtype, args_.op, &step);
+    int part = 0;
+    if (absl::Status s = Halve(peers_, fold_, work, offset, args_.dtype, args_.op,
+                               /*low_bits_first=*/false, &step, &part);
         !s.ok()) {
       return s;
     }
@@ -144,7 +165,11 @@ absl::Status RabenseifnerAllGather::Run() {
   ++step;
   if (fold_.virtual_rank() >= 0) {
     auto offset = [&](int part) { return fold_.FirstRealRank(part) * block; };
-    if (absl::Status s = Double(peers_, fold_, out, offset, &step); !s.ok()) return s;
+    if (absl::Status s = Double(peers_, fold_, out, offset, /*low_bits_first=*/false,
+                                fold_.virtual_rank(), &step);
+        !s.ok()) {
+      return s;
+    }
   } else {
     step += Log2(fold_.power());
   }

@@ -121,9 +121,22 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
           return log_p * a + share * n * (b + g) + (fold ? 2 * a + (n + n / p) * b + n * g : 0);
         case OpKind::kAllGather:
           return log_p * a + share * n * b + (fold ? 2 * a + (n + n / p) * b : 0);
-        default:
+        default: {
+          // The all-reduce halves along the low bits first: on nodes of equal power-of-two
+          // sizes, its steps pair ranks of one node until only a 1/local share of the buffer is
+          // left to cross the network, and its doubling retraces them.
+          const int local = shape.lanes;
+          if (shape.nodes > 1 && !fold && shape.max_local == local && PowerOfTwo(local)) {
+            const LinkCost node = model_.Get("shm", local);
+            const double node_share = static_cast<double>(local - 1) / local;
+            const double across_share = static_cast<double>(shape.nodes - 1) / shape.nodes;
+            return 2 * (Log2Ceil(local) * node.alpha() + node_share * n * node.beta() +
+                        Log2Ceil(shape.nodes) * a + across_share * n / local * b) +
+                   share * n * g;
+          }
           return 2 * log_p * a + 2 * share * n * b + share * n * g +
                  (fold ? 2 * (a + n * b) + n * g : 0);
+        }
       }
     }
     case AlgorithmId::kRecursiveDoubling: {
