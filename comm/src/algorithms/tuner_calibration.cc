@@ -80,7 +80,7 @@ constexpr AlgorithmId kLinkAlgorithms[] = {AlgorithmId::kHierarchical, Algorithm
 constexpr OpKind kTimedCollectives[] = {OpKind::kAllReduce, OpKind::kReduceScatter,
                                         OpKind::kAllGather, OpKind::kBroadcast};
 // A ring's anchor over p ranks takes 2(p-1) network latencies a run and calibration runs it some
-// 200 times: past this size the anchors would cost seconds, and what they correct (hand-offs
+// 400 times: past this size the anchors would cost seconds, and what they correct (hand-offs
 // of a few tens of microseconds) matters less against the rings' own latencies.
 constexpr int kMaxAnchoredRanks = 32;
 constexpr size_t kReduceBytes = 4 << 20;
