@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -10,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "algorithms/algorithm.h"
 
 namespace weft {
 namespace {
@@ -25,18 +27,19 @@ bool IsDirectAlgorithm(absl::string_view algorithm) {
          algorithm == CostModel::kCmaDirectShared;
 }
 
-// Whether `algorithm`'s `collective` has a curve (a direct algorithm) or an anchor (one over
-// links) in the model.
+// Whether `algorithm`'s `collective` has a curve (a direct algorithm) or anchors (one over links)
+// in the model: calibration times the all-reduce, reduce-scatter, all-gather and broadcast of
+// every algorithm that implements them (registry.cc).
 bool IsCollectiveClass(absl::string_view algorithm, absl::string_view collective) {
-  const bool blocks = collective == "reduce_scatter" || collective == "all_gather";
-  if (IsDirectAlgorithm(algorithm) || algorithm == "hierarchical") {
-    return blocks || collective == "all_reduce" || collective == "broadcast";
+  const std::optional<AlgorithmId> id = algorithm == CostModel::kCmaDirectShared
+                                            ? AlgorithmId::kCmaDirect
+                                            : ParseAlgorithm(algorithm);
+  if (!id || (algorithm != Name(*id) && algorithm != CostModel::kCmaDirectShared)) return false;
+  for (OpKind kind :
+       {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather, OpKind::kBroadcast}) {
+    if (collective == Name(kind)) return Implements(*id, kind);
   }
-  if (algorithm == "ring" || algorithm == "rabenseifner") {
-    return blocks || collective == "all_reduce";
-  }
-  if (algorithm == "recursive_doubling") return collective == "all_reduce";
-  return algorithm == "tree" && collective == "broadcast";
+  return false;
 }
 
 // A direct algorithm's curve needs two points to have a slope; an anchor is one.
