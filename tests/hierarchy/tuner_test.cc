@@ -461,6 +461,20 @@ TEST_F(Calibration, EveryRankMustAgreeOnSharedBuffers) {
   EXPECT_TRUE(absl::StrContains(model.status().message(), "WEFT_SHARED_BUFFERS")) << model.status();
 }
 
+TEST_F(Calibration, ADeadlineTooShortToCalibrateKeepsTheDefaults) {
+  // Two nodes: the network class and the anchors are missing. Ten seconds (a low WEFT_TIMEOUT)
+  // leave no room to measure them: nothing is measured or cached, and every rank is told so.
+  FileStore store(store_dir_.path());
+  auto peers = FakePeers({"a", "b"}, 0);
+  absl::StatusOr<CostModel> model = LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->source(), "built-in defaults");
+  EXPECT_NE(access(TuningCachePath().c_str(), F_OK), 0);
+  absl::StatusOr<std::string> plan = store.Get("tuning/plan", Deadline::In(absl::Seconds(1)));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(*plan, "-");
+}
+
 TEST_F(Calibration, ASingleRankHasNothingToMeasure) {
   absl::StatusOr<CostModel> model = Load({"a"});
   ASSERT_TRUE(model.ok()) << model.status();

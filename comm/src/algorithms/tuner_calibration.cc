@@ -84,6 +84,12 @@ constexpr OpKind kTimedCollectives[] = {OpKind::kAllReduce, OpKind::kReduceScatt
 // of a few tens of microseconds) matters less against the rings' own latencies.
 constexpr int kMaxAnchoredRanks = 32;
 constexpr size_t kReduceBytes = 4 << 20;
+// Calibration takes about a second on an idle machine and many times that on a loaded or
+// sanitized one, all of it within the communicator's creation deadline. With less time left
+// (WEFT_TIMEOUT set low, as fault tests and impatient jobs do) a communicator prices with what the
+// cache or the built-in defaults hold rather than fail to come up: a short timeout asks that hung
+// collectives fail fast, not that creation does.
+constexpr absl::Duration kCalibrationRoom = absl::Seconds(20);
 
 using Clock = std::chrono::steady_clock;
 
@@ -475,6 +481,16 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
                      std::any_of(anchored.begin(), anchored.end(), [&](const Anchored& a) {
                        return !model.Has(a.ClassName(), peers.size());
                      });
+      if (!plan.empty() && deadline.Remaining() < kCalibrationRoom) {
+        DebugLog(DebugLevel::kInfo,
+                 absl::StrCat("rank 0: not calibrating ", plan.Encode(), " within ",
+                              absl::FormatDuration(deadline.Remaining()),
+                              " of creation deadline (WEFT_TIMEOUT); the tuner prices with ",
+                              model.source()));
+        const bool shared_buffers = plan.shared_buffers;
+        plan = Plan();
+        plan.shared_buffers = shared_buffers;
+      }
       if (!plan.empty() && !model.has_reduce()) model.set_reduce_gbps(MeasureReduceGbps());
     }
     if (absl::Status s = store.Set("tuning/plan", plan.Encode()); !s.ok()) return s;

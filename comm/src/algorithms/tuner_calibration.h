@@ -15,7 +15,8 @@
 //     probes taking turns for six rounds, and fitted from the median samples. This takes about
 //     1 s on 2 ranks of one host (with shared_buffers, cma_direct is measured over AllocShared
 //     buffers instead) and about 0.6 s on the rig's 2 nodes x 2 ranks, and only the first
-//     communicator of a size on a host pays.
+//     communicator of a size on a host pays. With less than 20 s left of the creation deadline
+//     (a low WEFT_TIMEOUT) nothing is measured: the cache or the built-in defaults stand.
 // Rank 0 then publishes the model through the store and every rank adopts it, so all ranks price
 // with the same numbers and choose the same algorithms.
 #pragma once
