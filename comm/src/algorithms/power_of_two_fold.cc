@@ -1,5 +1,7 @@
 #include "algorithms/power_of_two_fold.h"
 
+#include <cstring>
+
 namespace weft {
 
 PowerOfTwoFold::PowerOfTwoFold(int rank, int ranks) : rank_(rank) {
@@ -25,6 +27,13 @@ absl::Status PowerOfTwoFold::Fold(Peers& peers, uint32_t step, std::byte* data, 
   if (!paired()) return absl::OkStatus();
   if (virtual_rank_ < 0) return peers.Wait({peers.Send(rank_ + 1, step, data, bytes)});
   return peers.Wait({peers.Recv(rank_ - 1, step, RecvSink::Reduce(data, dtype, op), bytes)});
+}
+
+absl::Status PowerOfTwoFold::FoldAllReduce(Peers& peers, const CollectiveArgs& args) const {
+  const size_t bytes = args.count * args.element_bytes();
+  auto* data = static_cast<std::byte*>(args.recv);
+  if (args.send != args.recv) std::memcpy(data, args.send, bytes);
+  return Fold(peers, 0, data, bytes, args.dtype, args.op);
 }
 
 absl::Status PowerOfTwoFold::Unfold(Peers& peers, uint32_t step, std::byte* data,

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "algorithms/algorithm.h"
 #include "peers.h"
 #include "weft/kernels/dtype.h"
 
@@ -36,6 +37,9 @@ class PowerOfTwoFold {
   // them into its own `data`. Others do nothing.
   absl::Status Fold(Peers& peers, uint32_t step, std::byte* data, size_t bytes, DataType dtype,
                     ReduceOp op) const;
+  // Step 0 of an all-reduce: `args`' input copied to its output, where the exchange works, and
+  // folded there. The exchange's steps follow from 1.
+  absl::Status FoldAllReduce(Peers& peers, const CollectiveArgs& args) const;
   // Step `step`: the neighbours return the result in `data` to the ranks that sat out.
   absl::Status Unfold(Peers& peers, uint32_t step, std::byte* data, size_t bytes) const;
 

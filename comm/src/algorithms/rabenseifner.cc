@@ -80,12 +80,8 @@ absl::Status RabenseifnerAllReduce::Run() {
   const size_t es = args_.element_bytes();
   const size_t bytes = args_.count * es;
   auto* data = static_cast<std::byte*>(args_.recv);
-  if (args_.send != args_.recv) std::memcpy(data, args_.send, bytes);
-  if (peers_.size() == 1) return absl::OkStatus();
-  uint32_t step = 0;
-  if (absl::Status s = fold_.Fold(peers_, step++, data, bytes, args_.dtype, args_.op); !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = fold_.FoldAllReduce(peers_, args_); !s.ok()) return s;
+  uint32_t step = 1;
   if (fold_.virtual_rank() >= 0) {
     const Partition parts(args_.count, fold_.power());
     auto offset = [&](int part) { return parts.offset(part) * es; };

@@ -12,14 +12,10 @@ RecursiveDoublingAllReduce::RecursiveDoublingAllReduce(Peers& peers, const Colle
 absl::Status RecursiveDoublingAllReduce::Run() {
   const size_t bytes = args_.count * args_.element_bytes();
   auto* data = static_cast<std::byte*>(args_.recv);
-  if (args_.send != args_.recv) std::memcpy(data, args_.send, bytes);
-  if (peers_.size() == 1) return absl::OkStatus();
-  uint32_t step = 0;
-  if (absl::Status s = fold_.Fold(peers_, step++, data, bytes, args_.dtype, args_.op); !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = fold_.FoldAllReduce(peers_, args_); !s.ok()) return s;
+  uint32_t step = 1;
   const int power = fold_.power(), me = fold_.virtual_rank();
-  if (me >= 0) {
+  if (me >= 0 && power > 1) {
     std::byte* scratch = peers_.Scratch(bytes);
     for (int mask = 1; mask < power; mask *= 2, ++step) {
       const int partner = fold_.RealRank(me ^ mask);
