@@ -125,8 +125,10 @@ struct Probe {
   int slot = 0;         // shm 0, net 1, net_flow 2, the others 3.. : the same on every rank
   bool shared = false;  // a direct algorithm over buffers from AllocShared
   std::map<size_t, std::vector<double>> seconds = {};  // per size, the runs that count
-  // The ranks whose groups must start each large run at once (net's: every lane's ring shares
-  // the node's link); empty for none.
+  // The ranks that must start each timed sample at once; empty for none. The net class's large
+  // runs (every lane's ring shares the node's link) and every broadcast: its root depends on
+  // nobody, so receivers that come late from the previous probe find its data already there,
+  // and each rank timed less than a benchmark's loop takes after its barrier.
   RankGroup start_together = {};
 
   bool direct() const {
@@ -165,6 +167,36 @@ struct Probe {
   }
 };
 
+RankGroup Everyone(const Peers& peers) {
+  RankGroup everyone{{}, peers.rank()};
+  for (int r = 0; r < peers.size(); ++r) everyone.ranks.push_back(r);
+  return everyone;
+}
+
+// Readies the links for a calibration collective: `which` makes its envelope unique.
+void BeginCalibration(Peers& peers, const CollectiveArgs& args, AlgorithmId algorithm,
+                      uint64_t which, const Deadline& deadline) {
+  Envelope e;
+  e.seq = ~uint64_t{0} - which;  // no user operation numbers this high
+  e.kind = static_cast<uint16_t>(args.kind);
+  e.count = args.count;
+  e.dtype = static_cast<uint8_t>(args.dtype);
+  e.op = static_cast<uint8_t>(args.op);
+  e.algorithm = static_cast<uint32_t>(algorithm);
+  peers.Begin(e, deadline);
+}
+
+// An all-reduce in place over `group` by the group ring, of `count` elements of `type`.
+absl::Status GroupRingAllReduce(Peers& peers, const RankGroup& group, void* data, size_t count,
+                                DataType type, ReduceOp op) {
+  const Segments segments = Segments::Even(count, group.size(), SizeOf(type));
+  auto* at = static_cast<std::byte*>(data);
+  if (absl::Status s = GroupRingReduceScatter(peers, group, at, segments, type, op, 0); !s.ok()) {
+    return s;
+  }
+  return GroupRingAllGather(peers, group, at, segments, group.size());
+}
+
 // Runs one collective of `bytes` for `probe`: the ring classes' all-reduce in place in `out`, an
 // algorithm's collective from `in` into `out`; `which` makes its envelope unique.
 absl::StatusOr<double> RunOne(Peers& peers, const Probe& probe, size_t bytes, const float* in,
@@ -178,27 +210,13 @@ absl::StatusOr<double> RunOne(Peers& peers, const Probe& probe, size_t bytes, co
   args.op = ReduceOp::kMax;  // keeps the values bounded across runs
   args.root = 0;
   const AlgorithmId algorithm = probe.algorithm.value_or(AlgorithmId::kRing);
-  Envelope e;
-  e.seq = ~uint64_t{0} - which;  // no user operation numbers this high
-  e.kind = static_cast<uint16_t>(args.kind);
-  e.count = args.count;
-  e.dtype = static_cast<uint8_t>(args.dtype);
-  e.op = static_cast<uint8_t>(args.op);
-  e.algorithm = static_cast<uint32_t>(algorithm);
-  peers.Begin(e, deadline);
+  BeginCalibration(peers, args, algorithm, which, deadline);
   const Clock::time_point start = Clock::now();
   if (probe.algorithm) {
     if (absl::Status s = MakeAlgorithm(algorithm, peers, args)->Run(); !s.ok()) return s;
     return Since(start);
   }
-  const Segments segments = Segments::Even(args.count, probe.group.size(), sizeof(float));
-  auto* at = reinterpret_cast<std::byte*>(out);
-  if (absl::Status s =
-          GroupRingReduceScatter(peers, probe.group, at, segments, args.dtype, args.op, 0);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = GroupRingAllGather(peers, probe.group, at, segments, probe.group.size());
+  if (absl::Status s = GroupRingAllReduce(peers, probe.group, out, args.count, args.dtype, args.op);
       !s.ok()) {
     return s;
   }
@@ -227,6 +245,44 @@ absl::Status StartTogether(Peers& peers, const RankGroup& group, uint64_t which,
   return RunOne(peers, barrier, token.size() * sizeof(float), token.data(), token.data(), which,
                 deadline)
       .status();
+}
+
+// Replaces every sample of the probes that time a whole-communicator collective with its mean
+// over the ranks. That is what the benchmarks report (nccl-tests average each rank's loop time),
+// and where an algorithm is not symmetric one rank's time misleads: a broadcast's root returns
+// once it has handed its data on, so rank 0 timed the rig's 8 KiB tree broadcast at 10 us while
+// the ranks' mean, and what the broadcast tool measured, was 33 us; the hierarchy's root waits
+// for its node, 21 us timed against 28. Every rank holds the same probes with the same number of
+// samples, so their flattened samples line up.
+absl::Status AverageOverRanks(Peers& peers, std::vector<Probe>& probes, uint64_t which,
+                              const Deadline& deadline) {
+  std::vector<double> samples;
+  for (const Probe& probe : probes) {
+    if (!probe.algorithm) continue;
+    for (const auto& [bytes, runs] : probe.seconds) {
+      samples.insert(samples.end(), runs.begin(), runs.end());
+    }
+  }
+  if (samples.empty() || peers.size() == 1) return absl::OkStatus();
+  CollectiveArgs args;
+  args.kind = OpKind::kAllReduce;
+  args.count = samples.size();
+  args.dtype = DataType::kFloat64;
+  args.op = ReduceOp::kSum;
+  BeginCalibration(peers, args, AlgorithmId::kRing, which, deadline);
+  if (absl::Status s = GroupRingAllReduce(peers, Everyone(peers), samples.data(), samples.size(),
+                                          args.dtype, args.op);
+      !s.ok()) {
+    return s;
+  }
+  auto next = samples.begin();
+  for (Probe& probe : probes) {
+    if (!probe.algorithm) continue;
+    for (auto& [bytes, runs] : probe.seconds) {
+      for (double& run : runs) run = *next++ / peers.size();
+    }
+  }
+  return absl::OkStatus();
 }
 
 // A buffer of `bytes` from AllocShared, freed with the object.
@@ -296,18 +352,20 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
         if (warmed || (past_caches && round == kRounds - kRoundsPastCaches)) {
           if (absl::StatusOr<double> warm = run(1); !warm.ok()) return warm.status();
         }
-        if (ring_large && !probe.start_together.ranks.empty()) {
-          if (absl::Status s = StartTogether(peers, probe.start_together, which++, deadline);
-              !s.ok()) {
-            return s;
-          }
-        }
+        const bool together =
+            !probe.start_together.ranks.empty() && (probe.algorithm.has_value() || ring_large);
         const int samples = warmed || past_caches || ring_large ? 1 : kSmallRuns;
         const int runs = warmed        ? kDirectRuns
                          : past_caches ? kDirectRunsPastCaches
                          : ring_large  ? 1
                                        : kSmallLoopRuns;
         for (int i = 0; i < samples; ++i) {
+          if (together) {
+            if (absl::Status s = StartTogether(peers, probe.start_together, which++, deadline);
+                !s.ok()) {
+              return s;
+            }
+          }
           absl::StatusOr<double> t = run(runs);
           if (!t.ok()) return t.status();
           probe.seconds[bytes].push_back(*t);
@@ -506,7 +564,8 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
     }
   }
 
-  // Every group measures at once, as the algorithms run; rank 0's numbers are kept.
+  // Every group measures at once, as the algorithms run; rank 0's numbers are kept (those of
+  // whole-communicator collectives after AverageOverRanks).
   std::vector<Probe> probes;
   if (plan.shm && nodes.local_size() > 1) {
     probes.push_back({"shm",
@@ -558,10 +617,16 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
       probes.push_back({a.ClassName(), peers.size(), {}, a.algorithm, a.kind, slot++});
     }
   }
+  for (Probe& probe : probes) {
+    if (probe.algorithm && probe.kind == OpKind::kBroadcast) probe.start_together = Everyone(peers);
+  }
   if (absl::Status s = RunProbes(peers, probes, deadline); !s.ok()) return s;
   if (!alone.empty()) {
     if (absl::Status s = RunProbes(peers, alone, deadline); !s.ok()) return s;
   }
+  // Past every round: no probe's envelope numbers reach this.
+  const uint64_t average = static_cast<uint64_t>(kRounds) * 32 * 256;
+  if (absl::Status s = AverageOverRanks(peers, probes, average, deadline); !s.ok()) return s;
   probes.insert(probes.end(), alone.begin(), alone.end());
   for (const Probe& probe : probes) {
     // Rank 0 is in node 0 and in lane 0: its probes are the ones rank 0 planned.
