@@ -1,5 +1,6 @@
 // bench/tuner-check end to end on two tiny sizes: it must run the tuned and every applicable
-// forced algorithm, leave out what cannot apply, and calibrate into its own cache. Verdicts are
+// forced algorithm, leave out what cannot apply, calibrate into its own cache, and take each run
+// cycle as a sample. Verdicts are
 // timings and never asserted; that each judged size has one is.
 #include <string>
 #include <vector>
@@ -24,7 +25,8 @@ for name, rows in d["tables"].items():
         tuned = r["tuned"] in ("shm_direct", "cma_direct") if r["count"] else r["tuned"] is None
         print(name, r["size"], r["count"], verdict, tuned,
               sorted(set(r["forced"]) | set(r["excluded"])), r["best"] in r["forced"])
-print(d["calibration"] != {}, d["ranks"], d["failures"])
+print(d["calibration"] != {}, d["ranks"], d["failures"],
+      sorted({len(s["time_us"]) for s in d["samples"]}))
 )";
 
 constexpr char kExpected[] =
@@ -35,7 +37,7 @@ constexpr char kExpected[] =
     "reduce_scatter 8 0 empty True [] False\n"
     "reduce_scatter 512 64 judged True ['cma_direct', 'hierarchical', 'rabenseifner', 'ring', "
     "'shm_direct'] True\n"
-    "True 2 []\n";
+    "True 2 [] [2]\n";
 
 class TunerCheck : public ::testing::TestWithParam<bool> {};
 
@@ -51,6 +53,7 @@ TEST_P(TunerCheck, ComparesTheTunedPickWithEveryForcedAlgorithm) {
       "--max",         "512",
       "--factor",      "64",
       "--repeats",     "1",
+      "--cycles",      "2",
       "--iters",       "5",
       "--timeout",     "30",
       "--json",        json,
