@@ -66,8 +66,9 @@ absl::Status CmaDirect::Run() {
       return absl::InternalError("cma_direct does not implement this collective");
   }
   if (!status.ok()) return status;
-  // The caller may reuse its buffers only once no peer reads them any more.
-  rounds_.Finish(round_);
+  // The caller may reuse its buffers only once no peer reads them any more. Each collective marks
+  // the round done (rounds_.Finish) as soon as it has read the last of the peers' data, so that
+  // what it still does on its own overlaps their wait.
   return rounds_.WaitAll(ArenaRounds::kDone, round_);
 }
 
@@ -180,6 +181,7 @@ absl::Status CmaDirect::AllReduce() {
       }
     }
   }
+  rounds_.Finish(round_);
   if (stream_out_) StreamingCopyDone();
   return absl::OkStatus();
 }
@@ -194,6 +196,7 @@ absl::Status CmaDirect::ReduceScatter() {
     const size_t at = (me * block + first) * es;
     if (absl::Status s = ReduceChunk(at, send + at, recv + first * es, n); !s.ok()) return s;
   }
+  rounds_.Finish(round_);
   return absl::OkStatus();
 }
 
@@ -204,6 +207,8 @@ absl::Status CmaDirect::AllGather() {
   const bool in_place = args_.send == recv + me * bytes;
   // Out of place, every block lands in lines nothing has touched this operation.
   stream_out_ = !in_place && p * bytes >= kStreamedOutputBytes;
+  // The own block first: reading the peers' first and copying it while they return measured no
+  // faster at 1 MiB (88-97 against 79-97 us, ten interleaved pairs).
   if (!in_place) CopyOut(stream_out_, recv + me * bytes, args_.send, bytes);
   for (int step = 1; step < p; ++step) {
     const int j = (me + step) % p;
@@ -211,6 +216,7 @@ absl::Status CmaDirect::AllGather() {
       return s;
     }
   }
+  rounds_.Finish(round_);
   if (stream_out_) StreamingCopyDone();
   return absl::OkStatus();
 }
@@ -221,9 +227,14 @@ absl::Status CmaDirect::Broadcast() {
   const size_t bytes = args_.count * args_.element_bytes();
   stream_out_ = args_.send != args_.recv && bytes >= kStreamedOutputBytes;
   if (arena_.local_rank() == root) {
+    // The root reads nobody: the receivers may return while it copies its own output.
+    rounds_.Finish(round_);
     if (args_.send != args_.recv) CopyOut(stream_out_, args_.recv, args_.send, bytes);
-  } else if (absl::Status s = ReadFrom(root, send_[root], 0, args_.recv, bytes, "send"); !s.ok()) {
-    return s;
+  } else {
+    if (absl::Status s = ReadFrom(root, send_[root], 0, args_.recv, bytes, "send"); !s.ok()) {
+      return s;
+    }
+    rounds_.Finish(round_);
   }
   if (stream_out_) StreamingCopyDone();
   return absl::OkStatus();
