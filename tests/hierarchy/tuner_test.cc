@@ -44,6 +44,7 @@ shm_direct.all_gather.2.us_at_4000000 1001
 cma_direct.all_gather.2.us_at_0 3
 cma_direct.all_gather.2.us_at_500000 28
 cma_direct.all_gather.2.us_at_1100000 228
+cma_direct.all_gather.2.us_at_33554432 11046.144
 )";
 
 CostModel TestModel() {
@@ -68,10 +69,14 @@ TEST(CostModel, ParsesEntriesWithAndWithoutGroupSizes) {
   EXPECT_DOUBLE_EQ(model.reduce_gbps(), 8);
   EXPECT_NEAR(model.DirectSeconds("cma_direct.all_reduce", 2, 1e6), 110e-6, 1e-12);
   // Below the first point the fixed cost; between points a straight line; beyond the last, the
-  // last segment's slope.
+  // line from the first point through the last (the last point's own rate), not the last
+  // segment's slope.
   EXPECT_NEAR(model.DirectSeconds("cma_direct.all_gather", 2, 0), 3e-6, 1e-12);
   EXPECT_NEAR(model.DirectSeconds("cma_direct.all_gather", 2, 250000), 15.5e-6, 1e-12);
   EXPECT_NEAR(model.DirectSeconds("cma_direct.all_gather", 2, 1400000), 328e-6, 1e-12);
+  EXPECT_NEAR(model.DirectSeconds("cma_direct.all_gather", 2, 64 << 20), (3 + 2 * 11043.144) * 1e-6,
+              1e-12);
+  EXPECT_NEAR(model.DirectSeconds("cma_direct.all_reduce", 2, 20e6), (10 + 2 * 1000) * 1e-6, 1e-12);
   // A direct algorithm measured on 2 ranks, asked for 4: the memory bus is shared, so what the
   // bytes add takes twice as long; the fixed cost stays.
   EXPECT_NEAR(model.DirectSeconds("shm_direct.all_reduce", 4, 4e6), 2001e-6, 1e-12);

@@ -69,7 +69,9 @@ struct LinkCost {
 class TimeCurve {
  public:
   void Set(size_t bytes, double us) { points_[bytes] = us; }
-  // Seconds for a collective of `bytes`; needs two points at least (usable()).
+  // Seconds for a collective of `bytes`; needs two points at least (usable()). Below the first
+  // point its time, between two a straight line, beyond the last the line from the first point
+  // through the last.
   double Seconds(double bytes) const;
   bool usable() const { return points_.size() >= 2; }
   const std::map<size_t, double>& points() const { return points_; }  // bytes -> microseconds
