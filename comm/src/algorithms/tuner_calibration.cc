@@ -252,10 +252,10 @@ absl::Status StartTogether(Peers& peers, const RankGroup& group, uint64_t which,
 // Replaces every sample of the probes that time a whole-communicator collective with its mean
 // over the ranks. That is what the benchmarks report (nccl-tests average each rank's loop time),
 // and where an algorithm is not symmetric one rank's time misleads: a broadcast's root returns
-// once it has handed its data on, so rank 0 timed the rig's 8 KiB tree broadcast at 10 us while
-// the ranks' mean, and what the broadcast tool measured, was 33 us; the hierarchy's root waits
-// for its node, 21 us timed against 28. Every rank holds the same probes with the same number of
-// samples, so their flattened samples line up.
+// once it has handed its data on, so rank 0 timed the rig's 8 KiB tree broadcast at 6-10 us
+// where the broadcast tool measured 20-33; with the ranks' mean (and the common start of each
+// broadcast sample, Probe::start_together) calibration says 23. Every rank holds the same probes
+// with the same number of samples, so their flattened samples line up.
 absl::Status AverageOverRanks(Peers& peers, std::vector<Probe>& probes, uint64_t which,
                               const Deadline& deadline) {
   std::vector<double> samples;
