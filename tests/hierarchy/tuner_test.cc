@@ -186,6 +186,14 @@ TuningShape TwoRanksOnOneHost() {
   return shape;
 }
 
+TuningShape TwoNodesOfTwoRanks() {
+  TuningShape shape;
+  shape.ranks = 4;
+  shape.nodes = 2;
+  shape.lanes = shape.max_local = 2;
+  return shape;
+}
+
 TEST(CostTuner, OneHostTakesTheDirectAlgorithmThatIsCheaperAtEachSize) {
   const CostTuner tuner(TestModel());
   TuningShape shape = TwoRanksOnOneHost();
@@ -248,10 +256,7 @@ TEST(CostTuner, SharedBuffersPriceCmaDirectFromItsOwnCurve) {
 
 TEST(CostTuner, PricesTheRingWithTheFormulaOfTheSpec) {
   const CostTuner tuner(TestModel());
-  TuningShape shape;
-  shape.ranks = 4;
-  shape.nodes = 2;
-  shape.lanes = shape.max_local = 2;
+  TuningShape shape = TwoNodesOfTwoRanks();
   // 2(p-1) alpha + 2(p-1)/p n beta + (p-1)/p n gamma over the network.
   const double n = 1e6;
   EXPECT_NEAR(tuner.Predict(AlgorithmId::kRing, OpKind::kAllReduce, n, shape),
@@ -264,10 +269,7 @@ TEST(CostTuner, ARingOrATreeAcrossNodesGetsWhatALoneFlowGets) {
   // Two lanes sharing one NIC: a lone flow gets twice what each gets with the other lane busy.
   CostModel model = TestModel();
   ASSERT_TRUE(model.Merge("net_flow.alpha_us 40\nnet_flow.gbps 2\n", "flow.txt").ok());
-  TuningShape shape;
-  shape.ranks = 4;
-  shape.nodes = 2;
-  shape.lanes = shape.max_local = 2;
+  TuningShape shape = TwoNodesOfTwoRanks();
   const double n = 1e6;
   // The bandwidth of the lone flow, the latency of net (measured with every rank running).
   EXPECT_NEAR(CostTuner(model).Predict(AlgorithmId::kRing, OpKind::kAllReduce, n, shape),
@@ -290,10 +292,7 @@ TEST(CostTuner, ARingOrATreeAcrossNodesGetsWhatALoneFlowGets) {
 
 TEST(CostTuner, TwoNodesOverASlowNetworkGoHierarchical) {
   const CostTuner tuner(TestModel());
-  TuningShape shape;
-  shape.ranks = 4;
-  shape.nodes = 2;
-  shape.lanes = shape.max_local = 2;
+  TuningShape shape = TwoNodesOfTwoRanks();
   for (OpKind kind : {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather}) {
     const TunerChoice choice = tuner.Choose(kind, 64 << 20, shape);
     EXPECT_EQ(choice.algorithm, AlgorithmId::kHierarchical) << Name(kind);
@@ -309,10 +308,7 @@ TEST(CostTuner, TwoNodesOverASlowNetworkGoHierarchical) {
 }
 
 TEST(CostTuner, RabenseifnersAllReduceCrossesTheNetworkWithALocalShareOfTheBuffer) {
-  TuningShape shape;
-  shape.ranks = 4;
-  shape.nodes = 2;
-  shape.lanes = shape.max_local = 2;
+  TuningShape shape = TwoNodesOfTwoRanks();
   const CostTuner tuner(TestModel());
   const double n = 64 << 20;
   // Halving pairs the ranks of a node first (shm: 2 us, 4 GB/s) over half the buffer; a quarter
@@ -328,10 +324,7 @@ TEST(CostTuner, RabenseifnersAllReduceCrossesTheNetworkWithALocalShareOfTheBuffe
 }
 
 TEST(CostTuner, AcrossNodesAFormulaMovesOntoItsAnchors) {
-  TuningShape shape;
-  shape.ranks = 4;
-  shape.nodes = 2;
-  shape.lanes = shape.max_local = 2;
+  TuningShape shape = TwoNodesOfTwoRanks();
   const CostTuner formulas(TestModel());
   auto formula = [&](AlgorithmId id, double bytes) {
     return formulas.Predict(id, OpKind::kAllReduce, static_cast<size_t>(bytes), shape);
