@@ -558,6 +558,32 @@ TEST(StreamingCopy, LargeCopiesMatchMemcpy) {
   }
 }
 
+// Both destinations get the bytes, whichever way the source is read, at every alignment of the
+// streamed one; the kept one is left alone past its end.
+TEST(StreamingCopy, KeepingCopiesToBothDestinations) {
+  std::vector<uint8_t> src(64 * 1024 + 4096), dst(src.size()), kept(src.size());
+  Fill(src, 11);
+  for (bool source_in_dram : {false, true}) {
+    for (size_t offset : {size_t{0}, size_t{5}, size_t{64}}) {
+      for (size_t bytes : {size_t{0}, size_t{40}, size_t{64}, size_t{130}, size_t{4 * 4096},
+                           size_t{4 * 4096 + 300}, size_t{64 * 1024 + 7}}) {
+        std::fill(dst.begin(), dst.end(), 0xAB);
+        std::fill(kept.begin(), kept.end(), 0xCD);
+        std::vector<uint8_t> want_dst = dst, want_kept = kept;
+        std::memcpy(want_dst.data() + offset, src.data() + 9, bytes);
+        std::memcpy(want_kept.data(), src.data() + 9, bytes);
+        StreamingCopyKeeping(dst.data() + offset, kept.data(), src.data() + 9, bytes,
+                             source_in_dram);
+        StreamingCopyDone();
+        ASSERT_EQ(dst, want_dst) << "offset " << offset << ", " << bytes << " bytes, dram "
+                                 << source_in_dram;
+        ASSERT_EQ(kept, want_kept)
+            << "offset " << offset << ", " << bytes << " bytes, dram " << source_in_dram;
+      }
+    }
+  }
+}
+
 // ---- Arena tests ------------------------------------------------------------------------------
 
 std::vector<int> Range(int n) {

@@ -13,6 +13,10 @@ namespace {
 constexpr size_t kHalfBytes = ArenaRounds::kHalfBytes;
 // All-reduces up to this many bytes per rank take the single-phase path.
 constexpr size_t kOneShotBytes = 16 << 10;
+// An all-gather's input of this many bytes or more is taken to come from DRAM, not from the
+// caches its writer left it in. On a 2-core VM (L2 1.25 MiB a core), copying it four pages at a
+// time ran 2-10% faster from 8 MiB per rank on, and 4-20% slower at 1-4 MiB.
+constexpr size_t kInputInDramBytes = 8 << 20;
 constexpr int kReduced = ArenaRounds::kReduced;
 }  // namespace
 
@@ -192,12 +196,22 @@ absl::Status ShmDirect::AllGather() {
   const size_t block = args_.count;
   const bool in_place = send == recv + me * block * es;
   const bool stream = !in_place && p * block * es >= kStreamedOutputBytes;
+  const bool input_in_dram = block * es >= kInputInDramBytes;
   const absl::Status status = ForEachRound(
       block, kHalfBytes / es, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
-        std::memcpy(mine, send + offset * es, n * es);
-        rounds_.PublishCopiedIn(round);
-        // My own block is copied while the peers copy theirs in.
-        if (!in_place) CopyOut(stream, recv + (me * block + offset) * es, mine, n * es);
+        const std::byte* in = send + offset * es;
+        std::byte* own = recv + (me * block + offset) * es;
+        if (stream) {
+          // One read of my input feeds my half and my own block: two passes over it cost more
+          // than the peers gain from seeing my half before my own block is written.
+          StreamingCopyKeeping(own, mine, in, n * es, input_in_dram);
+          rounds_.PublishCopiedIn(round);
+        } else {
+          std::memcpy(mine, in, n * es);
+          rounds_.PublishCopiedIn(round);
+          // My own block is copied while the peers copy theirs in.
+          if (!in_place) std::memcpy(own, mine, n * es);
+        }
         for (int j = 0; j < p; ++j) {
           if (j == me) continue;
           if (absl::Status s = rounds_.WaitCopiedIn(j, round); !s.ok()) return s;

@@ -14,6 +14,13 @@ namespace weft {
 // stores where the CPU has them. Call StreamingCopyDone() before another thread may read `dst`.
 void StreamingCopy(void* dst, const void* src, size_t bytes);
 
+// StreamingCopy that also copies `src` to `kept` with ordinary stores, reading it once: for a
+// rank that hands its input to its peers through a cached buffer and writes it to its own large
+// output as well. `source_in_dram` says the whole source is too large to have been left in the
+// caches, so its lines are read the way StreamingCopy reads a large source.
+void StreamingCopyKeeping(void* dst, void* kept, const void* src, size_t bytes,
+                          bool source_in_dram);
+
 // StreamingCopy when `stream`, else memcpy: for callers that decide per operation.
 void CopyOut(bool stream, void* dst, const void* src, size_t bytes);
 
