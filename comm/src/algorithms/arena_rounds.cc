@@ -66,8 +66,14 @@ absl::Status ArenaRounds::WaitAllBegun(uint64_t round) {
 void ArenaRounds::PublishLine(uint64_t round, const void* data, size_t bytes) {
   std::byte line[ShmArena::kPayloadBytes];
   std::memcpy(line, &peers_.envelope(), sizeof(Envelope));
-  if (bytes > 0) std::memcpy(line + sizeof(Envelope), data, bytes);
-  arena_.PublishWith(kLine + round % 2, round, line, sizeof(Envelope) + bytes);
+  size_t in_line = 0;
+  if (bytes > kLineBytes) {
+    std::memcpy(Half(arena_.local_rank(), round), data, bytes);
+  } else if (bytes > 0) {
+    std::memcpy(line + sizeof(Envelope), data, bytes);
+    in_line = bytes;
+  }
+  arena_.PublishWith(kLine + round % 2, round, line, sizeof(Envelope) + in_line);
   PublishCopiedIn(round);
 }
 
@@ -90,7 +96,8 @@ bool ArenaRounds::LinesPosted(uint64_t round) const {
   return true;
 }
 
-const std::byte* ArenaRounds::LineData(int r, uint64_t round) const {
+const std::byte* ArenaRounds::LineData(int r, uint64_t round, size_t bytes) const {
+  if (bytes > kLineBytes) return Half(r, round);
   return arena_.Payload(r, kLine + round % 2) + sizeof(Envelope);
 }
 

@@ -43,6 +43,10 @@ class ArenaRounds {
 
   // Bytes of data a line carries besides the envelope.
   static constexpr size_t kLineBytes = ShmArena::kPayloadBytes - sizeof(Envelope);
+  // The most a line round passes per rank. Beyond kLineBytes the data waits at the start of the
+  // rank's half of the round (free once the round has begun), and the line carries only the
+  // envelope and the signal: still one signal per round, where a full round takes two.
+  static constexpr size_t kLineRoundBytes = 16384;
 
   explicit ArenaRounds(Peers& peers) : peers_(peers), arena_(*peers.arena()) {}
 
@@ -72,15 +76,16 @@ class ArenaRounds {
   // WaitCopiedIn for every other rank, noting that every rank has begun `round`.
   absl::Status WaitAllBegun(uint64_t round);
 
-  // A line round: publishes `bytes` (<= kLineBytes) of `data` with the operation's envelope,
-  // waits for every rank's line and compares their envelopes; then LineData(r) is rank r's data.
+  // A line round: publishes `bytes` (<= kLineRoundBytes) of `data` with the operation's envelope,
+  // waits for every rank's line and compares their envelopes; then LineData(r, round, bytes) is
+  // rank r's data (every rank passes the same `bytes`).
   // It publishes kCopiedIn too, so that a rank that mistakenly runs another kind of round here
   // finds the fingerprint there and reports the mismatch.
   void PublishLine(uint64_t round, const void* data, size_t bytes);
   absl::Status WaitLines(uint64_t round);
   // Whether every other rank has published its line of `round`; never waits.
   bool LinesPosted(uint64_t round) const;
-  const std::byte* LineData(int r, uint64_t round) const;
+  const std::byte* LineData(int r, uint64_t round, size_t bytes) const;
   // Waits for rank `r`'s `counter` to reach `value`.
   absl::Status WaitFor(int r, int counter, uint64_t value) const {
     return arena_.WaitAtLeast(r, counter, value, peers_.deadline());

@@ -34,7 +34,8 @@ bool ShmDirect::FitsInLine(const CollectiveArgs& args) {
     case OpKind::kAllReduce:
     case OpKind::kBroadcast:
     case OpKind::kReduce:
-      return args.count > 0 && args.count * args.element_bytes() <= ArenaRounds::kLineBytes;
+    case OpKind::kAllGather:  // count is per rank
+      return args.count > 0 && args.count * args.element_bytes() <= ArenaRounds::kLineRoundBytes;
     default:
       return false;
   }
@@ -189,6 +190,7 @@ absl::Status ShmDirect::ReduceScatter() {
 }
 
 absl::Status ShmDirect::AllGather() {
+  if (FitsInLine(args_)) return LineRound();
   const int p = arena_.local_size(), me = arena_.local_rank();
   const size_t es = args_.element_bytes();
   const auto* send = static_cast<const std::byte*>(args_.send);
@@ -275,9 +277,10 @@ absl::Status ShmDirect::LineRound() {
 
 void ShmDirect::PostLine(uint64_t round) {
   line_round_ = round;
-  // Every rank's line carries its part of a reduction; of a broadcast, only the root's carries
-  // data; a barrier's carries none.
+  // Every rank's line carries its part of a reduction or its block of an all-gather; of a
+  // broadcast, only the root's carries data; a barrier's carries none.
   const bool carries = args_.kind == OpKind::kAllReduce || args_.kind == OpKind::kReduce ||
+                       args_.kind == OpKind::kAllGather ||
                        (args_.kind == OpKind::kBroadcast && peers_.rank() == args_.root);
   rounds_.PublishLine(round, args_.send, carries ? args_.count * args_.element_bytes() : 0);
 }
@@ -288,14 +291,22 @@ absl::Status ShmDirect::FinishLine() {
   const size_t bytes = args_.count * args_.element_bytes();
   if (args_.kind == OpKind::kAllReduce || (args_.kind == OpKind::kReduce && is_root)) {
     for (int j = 0; j < arena_.local_size(); ++j) {
-      sources_[j] = j == arena_.local_rank() ? args_.send : rounds_.LineData(j, line_round_);
+      sources_[j] =
+          j == arena_.local_rank() ? args_.send : rounds_.LineData(j, line_round_, bytes);
     }
     ReduceMany(args_.dtype, args_.op, args_.recv, sources_.data(), arena_.local_size(),
                args_.count);
   } else if (args_.kind == OpKind::kBroadcast) {
     // In the arena, local rank == rank: shm_direct runs only when every rank shares this host.
-    const void* from = is_root ? args_.send : rounds_.LineData(args_.root, line_round_);
+    const void* from = is_root ? args_.send : rounds_.LineData(args_.root, line_round_, bytes);
     if (from != args_.recv) std::memcpy(args_.recv, from, bytes);
+  } else if (args_.kind == OpKind::kAllGather) {
+    for (int j = 0; j < arena_.local_size(); ++j) {
+      const void* from =
+          j == arena_.local_rank() ? args_.send : rounds_.LineData(j, line_round_, bytes);
+      std::byte* to = static_cast<std::byte*>(args_.recv) + j * bytes;
+      if (from != to) std::memcpy(to, from, bytes);
+    }
   }
   rounds_.Finish(line_round_);
   return absl::OkStatus();
