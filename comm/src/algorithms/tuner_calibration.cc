@@ -42,11 +42,13 @@ namespace {
 // at once (so calibration and a benchmark's loop see the same link); beyond, the formulas'
 // bandwidths take over. shm_direct and cma_direct cross between 32 and 512 KiB; with a straight
 // line between those two points, session 7's checks measured the pick 1.16-1.19x slower than the
-// other algorithm at 128 KiB, hence a point there.
+// other algorithm at 128 KiB, hence a point there. The all-gathers cross again between 512 KiB
+// and 2 MiB: interpolated, session 10 picked shm_direct at 1 MiB (95.2 against 95.4 us
+// predicted), which took 92-107 us against cma_direct's 71-85, hence a point at 1 MiB.
 constexpr size_t kSmallBytes = 256;
 constexpr size_t kLargeBytes = 2 << 20;
 constexpr size_t kDirectSizes[] = {kSmallBytes, 32 << 10, 128 << 10, 512 << 10,
-                                   2 << 20,     8 << 20,  32 << 20};
+                                   1 << 20,     2 << 20,  8 << 20,   32 << 20};
 constexpr size_t kDirectLargeBytes = std::end(kDirectSizes)[-1];
 constexpr size_t kAnchorSizes[] = {kSmallBytes, 8 << 10};
 constexpr size_t kAnchorLargeBytes = std::end(kAnchorSizes)[-1];
