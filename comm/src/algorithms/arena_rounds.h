@@ -9,9 +9,11 @@
 // round: a mismatched collective fails on the spot with both descriptions, and the check costs
 // no cache-line transfer besides the signal itself.
 //
-// Tiny operations (a barrier, an 8-byte all-reduce) skip the halves: each rank publishes its
-// envelope and data in the cache line of its line counter, so that a peer gets the signal, the
-// fingerprint and the data in one cache-line transfer.
+// Small operations (a barrier, an 8-byte all-reduce, a 4 KiB all-gather) take a line round: each
+// rank publishes its envelope in the cache line of its line counter, with the data when it fits
+// there, so that a peer gets the signal, the fingerprint and a few bytes in one cache-line
+// transfer; larger data waits at the start of the rank's half. One signal per rank, where a full
+// round takes two.
 #pragma once
 
 #include <cstddef>

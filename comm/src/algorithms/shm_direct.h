@@ -9,9 +9,9 @@
 // output once, like a memcpy, while the cross-rank traffic stays in the caches. A large
 // out-of-place output is written with non-temporal stores, which spares reading every line of it
 // from memory before overwriting it. Small all-reduces skip the slice phase: every rank reduces
-// the whole (tiny) chunk itself, which saves one synchronisation. Barriers and the tiniest
-// all-reduces, reduces and broadcasts travel in the arena's line counters, one cache line per
-// rank, and may run on the submitting thread (Post, Engine).
+// the whole (tiny) chunk itself, which saves one synchronisation. Barriers, and all-reduces,
+// reduces, broadcasts and all-gathers of up to ArenaRounds::kLineRoundBytes a rank, take one line
+// round: one signal per rank, and they may run on the submitting thread (Post, Engine).
 //
 // Synchronisation is by monotonic counters in the arena (round numbers), never by resetting
 // flags, so there is nothing to clean up between operations.
@@ -28,8 +28,9 @@ class ShmDirect final : public Algorithm {
   ShmDirect(Peers& peers, const CollectiveArgs& args);
   absl::Status Run() override;
 
-  // Whether `args` travel in one line round (a barrier; all-reduces, reduces and broadcasts of
-  // a few bytes): then Post can begin the operation without waiting.
+  // Whether `args` travel in one line round (a barrier; all-reduces, reduces, broadcasts and
+  // all-gathers of up to kLineRoundBytes a rank): then Post can begin the operation without
+  // waiting.
   static bool FitsInLine(const CollectiveArgs& args);
   bool Post() override;
   bool PeersPosted() const override;

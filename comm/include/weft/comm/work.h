@@ -4,7 +4,7 @@
 // communication and then collect the result: Test() polls, Wait() blocks up to a timeout. Waiting
 // on an operation may run it (and the operations issued before it) on the waiting thread, which is
 // how a tight loop of small collectives gets shared-memory latency instead of a thread hand-off.
-// The tiniest collectives (a few bytes, or a barrier, between ranks of one host) usually finish
+// Small collectives (up to 16 KiB a rank, or a barrier, between ranks of one host) usually finish
 // inside the call that issues them, and their Work is done when handed out.
 //
 // Copyable; all copies refer to the same operation. A default-constructed Work is finished with
