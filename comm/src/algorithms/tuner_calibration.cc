@@ -54,9 +54,12 @@ constexpr size_t kAnchorSizes[] = {kSmallBytes, 8 << 10};
 constexpr size_t kAnchorLargeBytes = std::end(kAnchorSizes)[-1];
 constexpr int kRounds = 6;
 // The largest direct size is timed in the last rounds only: it costs more than all the others.
-// Three of them, so that the median is the middle sample: of two, it was the slower one, and one
-// late run put shm_direct's 32 MiB all-reduce at 10.7 ms where a benchmark's loop takes 8.2-9.3.
-constexpr int kRoundsPastCaches = 3;
+// Its median decides every larger collective, so it takes five samples. With three, two fresh
+// calibrations in session 10's three side-by-side runs priced shm_direct's 32 MiB all-reduce
+// above cma_direct's (12.6 and 13.1 against 11.1 ms; in a benchmark's loop 8.7-13.0 against
+// 12.3-15.6) and ran the 256 MiB all-reduce 1.3x slower than it could; with two, the median was
+// the slower sample. Five cost 0.3 s more calibration.
+constexpr int kRoundsPastCaches = 5;
 // Small sizes (the ring's, and a direct collective's below kWarmedBytes) give kSmallRuns samples
 // a round: their medians shrug off the samples that waited for a late peer. Each sample is
 // kSmallLoopRuns runs in a row, as a benchmark's loop runs them. A lone broadcast times only
