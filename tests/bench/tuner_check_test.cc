@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "perf_runner.h"
 #include "subprocess.h"
+#include "time_scale.h"
 
 namespace weft::testing {
 namespace {
@@ -46,6 +47,8 @@ TEST_P(TunerCheck, ComparesTheTunedPickWithEveryForcedAlgorithm) {
     GTEST_SKIP() << "tuner-check needs python3";
   }
   const std::string json = TempPath("tuner-check.json");
+  // The first run calibrates the tuner (about a second here, many under a sanitizer).
+  const int scale = TimeScale();
   std::vector<std::string> argv = {
       "python3",       absl::StrCat(WEFT_SOURCE_DIR, "/bench/tuner-check"),
       "--build",       WEFT_BUILD_DIR,
@@ -55,14 +58,14 @@ TEST_P(TunerCheck, ComparesTheTunedPickWithEveryForcedAlgorithm) {
       "--repeats",     "1",
       "--cycles",      "2",
       "--iters",       "5",
-      "--timeout",     "30",
+      "--timeout",     absl::StrCat(30 * scale),
       "--json",        json,
       "--collectives", "all_reduce,reduce_scatter"};
   if (GetParam()) argv.push_back("--sweep");
   // WEFT_ALGO in the caller's environment must not reach the runs, or the tuned column would show
   // the forced algorithm: hierarchical, which the tuner never picks on one host.
   ProcessResult result =
-      RunProcess(argv, {{"WEFT_ALGO", "hierarchical"}}, std::chrono::seconds(100));
+      RunProcess(argv, {{"WEFT_ALGO", "hierarchical"}}, std::chrono::seconds(100 * scale));
   ASSERT_FALSE(result.timed_out) << result.output;
   // 0: every size within the bar; 1: some size is not (timing, not asserted).
   ASSERT_TRUE(result.exit_code == 0 || result.exit_code == 1) << result.output;
