@@ -34,7 +34,7 @@ ProcessResult RunJob(const std::string& hosts, std::vector<std::string> program,
   argv.insert(argv.end(), program.begin(), program.end());
   Env env = {{"WEFT_FAKE_HOSTS", hosts},
              {"WEFT_SOCKET_IFNAME", "lo"},
-             {"WEFT_TIMEOUT", "60"},
+             {"WEFT_TIMEOUT", std::to_string(60 * TimeScale())},
              {"WEFT_CACHE_DIR", cache.path()}};
   env.insert(env.end(), extra.begin(), extra.end());
   return RunProcess(argv, env, std::chrono::seconds(limit_s + 10));
