@@ -289,21 +289,21 @@ absl::Status ShmDirect::FinishLine() {
   if (absl::Status s = rounds_.WaitLines(line_round_); !s.ok()) return s;
   const bool is_root = peers_.rank() == args_.root;
   const size_t bytes = args_.count * args_.element_bytes();
+  // Local rank r's data: my own input, or what r published. In the arena, local rank == rank:
+  // shm_direct runs only when every rank shares this host.
+  const auto data_of = [&](int r) -> const void* {
+    return r == arena_.local_rank() ? args_.send : rounds_.LineData(r, line_round_, bytes);
+  };
   if (args_.kind == OpKind::kAllReduce || (args_.kind == OpKind::kReduce && is_root)) {
-    for (int j = 0; j < arena_.local_size(); ++j) {
-      sources_[j] =
-          j == arena_.local_rank() ? args_.send : rounds_.LineData(j, line_round_, bytes);
-    }
+    for (int j = 0; j < arena_.local_size(); ++j) sources_[j] = data_of(j);
     ReduceMany(args_.dtype, args_.op, args_.recv, sources_.data(), arena_.local_size(),
                args_.count);
   } else if (args_.kind == OpKind::kBroadcast) {
-    // In the arena, local rank == rank: shm_direct runs only when every rank shares this host.
-    const void* from = is_root ? args_.send : rounds_.LineData(args_.root, line_round_, bytes);
+    const void* from = data_of(args_.root);
     if (from != args_.recv) std::memcpy(args_.recv, from, bytes);
   } else if (args_.kind == OpKind::kAllGather) {
     for (int j = 0; j < arena_.local_size(); ++j) {
-      const void* from =
-          j == arena_.local_rank() ? args_.send : rounds_.LineData(j, line_round_, bytes);
+      const void* from = data_of(j);
       std::byte* to = static_cast<std::byte*>(args_.recv) + j * bytes;
       if (from != to) std::memcpy(to, from, bytes);
     }
