@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 namespace weft::kernels_internal {
 namespace {
@@ -104,17 +107,40 @@ void SetSimdLevelForTesting(SimdLevel level) {
 
 namespace {
 
-// Results at least this large bypass the cache (non-temporal stores) when dst is disjoint from
-// the sources: they would not stay cached anyway, and skipping the read-for-ownership of dst cuts
-// a quarter of the memory traffic of a two-source reduction. Half the last-level cache leaves
-// room for the sources and for other ranks on the same host.
+// The bytes of the outermost cache that CPU 0 sees, as Linux's sysfs describes it, or 0. glibc's
+// sysconf(_SC_LEVEL3_CACHE_SIZE) reports an AMD package's L3 as a whole: 256 MiB on an EPYC VM
+// whose cores share a 32 MiB slice, which would leave nothing to stream below 128 MiB.
+size_t OutermostCacheBytesFromSysfs() {
+  size_t level_seen = 0, bytes = 0;
+  for (int index = 0;; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    std::ifstream level_file(dir + "/level"), size_file(dir + "/size");
+    size_t level = 0, size = 0;
+    std::string unit;
+    if (!(level_file >> level) || !(size_file >> size)) break;
+    size_file >> unit;  // "32768K"
+    if (unit == "K") size <<= 10;
+    if (unit == "M") size <<= 20;
+    if (level > level_seen) {
+      level_seen = level;
+      bytes = size;
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
 size_t StreamingThresholdBytes() {
   static const size_t bytes = [] {
-    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    return l3 > 0 ? static_cast<size_t>(l3) / 2 : size_t{16} << 20;
+    size_t cache = OutermostCacheBytesFromSysfs();
+    if (cache == 0) cache = static_cast<size_t>(std::max(0L, sysconf(_SC_LEVEL3_CACHE_SIZE)));
+    return cache > 0 ? cache / 2 : size_t{16} << 20;
   }();
   return bytes;
 }
+
+namespace {
 
 // The combining operator's column in the kernel tables, or -1 for an invalid operator. kAvg sums:
 // the collective divides once at the end.

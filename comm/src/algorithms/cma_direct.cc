@@ -152,8 +152,8 @@ absl::Status CmaDirect::AllReduce() {
   size_t most = 0;
   for (int j = 0; j < p; ++j) most = std::max(most, chunks_of(j));
   // Out of place, the peers' reduced chunks are copied out piece by piece into lines nothing
-  // has touched this operation (see kStreamedOutputBytes).
-  stream_out_ = send != recv && args_.count * es >= kStreamedOutputBytes;
+  // has touched this operation (see StreamsOutput).
+  stream_out_ = send != recv && StreamsOutput(2 * p * args_.count * es);
 
   for (size_t k = 0; k < most; ++k) {
     if (k < chunks_of(me)) {
@@ -206,7 +206,7 @@ absl::Status CmaDirect::AllGather() {
   auto* recv = static_cast<std::byte*>(args_.recv);
   const bool in_place = args_.send == recv + me * bytes;
   // Out of place, every block lands in lines nothing has touched this operation.
-  stream_out_ = !in_place && p * bytes >= kStreamedOutputBytes;
+  stream_out_ = !in_place && StreamsOutput((p + 1) * p * bytes);
   // The own block first: reading the peers' first and copying it while they return measured no
   // faster at 1 MiB (88-97 against 79-97 us, ten interleaved pairs).
   if (!in_place) CopyOut(stream_out_, recv + me * bytes, args_.send, bytes);
@@ -225,7 +225,7 @@ absl::Status CmaDirect::Broadcast() {
   // In the arena, local rank == rank: cma_direct runs only when every rank shares this host.
   const int root = args_.root;
   const size_t bytes = args_.count * args_.element_bytes();
-  stream_out_ = args_.send != args_.recv && bytes >= kStreamedOutputBytes;
+  stream_out_ = args_.send != args_.recv && StreamsOutput((arena_.local_size() + 1) * bytes);
   if (arena_.local_rank() == root) {
     // The root reads nobody: the receivers may return while it copies its own output.
     rounds_.Finish(round_);

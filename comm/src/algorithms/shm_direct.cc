@@ -14,8 +14,8 @@ constexpr size_t kHalfBytes = ArenaRounds::kHalfBytes;
 // All-reduces up to this many bytes per rank take the single-phase path.
 constexpr size_t kOneShotBytes = 16 << 10;
 // An all-gather's input of this many bytes or more is taken to come from DRAM, not from the
-// caches its writer left it in. On a 2-core VM (L2 1.25 MiB a core), copying it four pages at a
-// time ran 2-10% faster from 8 MiB per rank on, and 4-20% slower at 1-4 MiB.
+// caches its writer left it in. On an Intel Xeon VM (L2 1.25 MiB a core), copying it four pages
+// at a time ran 2-10% faster from 8 MiB per rank on, and 4-20% slower at 1-4 MiB.
 constexpr size_t kInputInDramBytes = 8 << 20;
 constexpr int kReduced = ArenaRounds::kReduced;
 }  // namespace
@@ -119,7 +119,7 @@ absl::Status ShmDirect::AllReduce() {
   auto* recv = static_cast<std::byte*>(args_.recv);
   // A large output that nothing has touched this round is written around the cache: ordinary
   // stores would read every line from memory first, only to overwrite it.
-  const bool stream = send != recv && args_.count * es >= kStreamedOutputBytes;
+  const bool stream = send != recv && StreamsOutput(2 * p * args_.count * es);
   const absl::Status status = ForEachRound(
       args_.count, kHalfBytes / es, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
         const std::byte* in = send + offset * es;
@@ -197,7 +197,7 @@ absl::Status ShmDirect::AllGather() {
   auto* recv = static_cast<std::byte*>(args_.recv);
   const size_t block = args_.count;
   const bool in_place = send == recv + me * block * es;
-  const bool stream = !in_place && p * block * es >= kStreamedOutputBytes;
+  const bool stream = !in_place && StreamsOutput((p + 1) * p * block * es);
   const bool input_in_dram = block * es >= kInputInDramBytes;
   const absl::Status status = ForEachRound(
       block, kHalfBytes / es, [&](size_t offset, size_t n, uint64_t round, std::byte* mine) {
