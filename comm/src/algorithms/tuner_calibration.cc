@@ -70,9 +70,12 @@ constexpr int kRoundsPastCaches = 5;
 // the next. A lone ring over ranks that share cores (the network-namespace rig: 4 ranks, 2 cores)
 // times wherever the scheduler put its peers: the rig's network latency came out anywhere from
 // 33 to 390 us in six calibrations, and its shared memory's from 4.5 to 86 us; as loops, 19-47 and
-// 2.3-6.0 us. Larger direct sizes run once to warm the buffers, then kDirectRuns times in a row
-// timed as one sample, as a benchmark's loop runs them (8 MiB still fits the last-level cache,
-// so a cold run says little).
+// 2.3-6.0 us. Larger direct sizes run once to warm the buffers, then DirectRuns(bytes) times in a
+// row timed as one sample, as a benchmark's loop runs them (8 MiB still fits the last-level
+// cache, so a cold run says little). A short loop is no loop: on an AMD EPYC VM three runs of
+// shm_direct at 512 KiB-2 MiB took twice what a benchmark's loop of a hundred took per run
+// (all-reduce 2 MiB 313-328 us against 179, broadcast 286-334 against 165), cma_direct's 1.5x,
+// and the tuner picked cma_direct where it was 1.2-1.7x slower; sixteen came within 1.0-1.3x.
 // The largest, past the caches (two ranks' 32 MiB outputs and inputs overflow this machine's
 // 48 MiB), runs kDirectRunsPastCaches times, warmed only once: there the algorithms stream from
 // memory and rank differently than at 8 MiB (all-gather: shm_direct 25-40% ahead of cma_direct
@@ -80,7 +83,14 @@ constexpr int kRoundsPastCaches = 5;
 constexpr int kSmallRuns = 4;
 constexpr int kSmallLoopRuns = 8;
 constexpr size_t kWarmedBytes = 512 << 10;
-constexpr int kDirectRuns = 3;
+// A warmed sample spans about kDirectSampleBytes, in kMinDirectRuns to kMaxDirectRuns runs.
+constexpr size_t kDirectSampleBytes = 32 << 20;
+constexpr int kMinDirectRuns = 3;
+constexpr int kMaxDirectRuns = 16;
+int DirectRuns(size_t bytes) {
+  return static_cast<int>(
+      std::clamp<size_t>(kDirectSampleBytes / bytes, kMinDirectRuns, kMaxDirectRuns));
+}
 constexpr int kDirectRunsPastCaches = 2;
 constexpr AlgorithmId kDirectAlgorithms[] = {AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect};
 constexpr AlgorithmId kLinkAlgorithms[] = {AlgorithmId::kHierarchical, AlgorithmId::kRabenseifner,
@@ -390,7 +400,7 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
         const bool together =
             !probe.start_together.ranks.empty() && (probe.algorithm.has_value() || ring_large);
         const int samples = warmed || past_caches || ring_large ? 1 : kSmallRuns;
-        const int runs = warmed        ? kDirectRuns
+        const int runs = warmed        ? DirectRuns(bytes)
                          : past_caches ? kDirectRunsPastCaches
                          : ring_large  ? 1
                                        : kSmallLoopRuns;
