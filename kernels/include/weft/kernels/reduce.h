@@ -48,10 +48,10 @@ void Reduce(DataType type, ReduceOp op, void* dst, const void* a, const void* b,
 void ReduceMany(DataType type, ReduceOp op, void* dst, const void* const* srcs, int n,
                 size_t count);
 
-// Half the last-level cache (16 MiB where the OS does not say): data of this size or more would
-// not stay cached anyway, so writing it around the cache skips reading every line first and
-// cuts a quarter of the memory traffic of a two-source reduction; the other half leaves room for
-// the sources and for other ranks on the same host.
+// Half the outermost cache a core sees (Linux's sysfs, else sysconf; 16 MiB where neither says):
+// data of this size or more would not stay cached anyway, so writing it around the cache skips
+// reading every line first and cuts a quarter of the memory traffic of a two-source reduction;
+// the other half leaves room for the sources and for other ranks on the same host.
 size_t StreamingThresholdBytes();
 
 // data[i] = data[i] / divisor: the final step of kAvg. Integers truncate toward zero (modulo
