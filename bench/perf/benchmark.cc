@@ -40,6 +40,8 @@ class InFlight {
   static constexpr size_t kMaxInFlight = 1024;
 
   absl::Status Add(const Work& work) {
+    // Finished already (an eager tiny collective): nothing to hold on to.
+    if (work.Test()) return work.status();
     works_.push_back(work);
     if (works_.size() <= kMaxInFlight) return absl::OkStatus();
     const absl::Status oldest = works_.front().Wait();

@@ -44,16 +44,16 @@ CollectiveOp::CollectiveOp(Peers& peers, const CollectiveArgs& args, AlgorithmId
 std::optional<absl::Status> CollectiveOp::TryEagerly(const Deadline& deadline,
                                                      absl::Duration window) {
   peers_.Begin(envelope_, deadline);
-  if (made_ == nullptr) made_ = MakeAlgorithm(algorithm_, peers_, args_);
+  Algorithm& algorithm = Made();
   if (!posted_) {
-    if (!made_->Post()) return std::nullopt;
+    if (!algorithm.Post()) return std::nullopt;
     posted_ = true;
   }
   // The clock is read every few dozen polls only, and first after them: peers in step answer
   // within a few polls, and a clock read costs as much as several.
   constexpr int kPollsPerClockRead = 64;
   std::optional<std::chrono::steady_clock::time_point> give_up;
-  for (int polls = 1; !made_->PeersPosted(); ++polls) {
+  for (int polls = 1; !algorithm.PeersPosted(); ++polls) {
     if (polls % kPollsPerClockRead == 0) {
       const auto now = std::chrono::steady_clock::now();
       if (!give_up) give_up = now + absl::ToChronoNanoseconds(window);
@@ -66,12 +66,19 @@ std::optional<absl::Status> CollectiveOp::TryEagerly(const Deadline& deadline,
 
 absl::Status CollectiveOp::Run(const Deadline& deadline) {
   peers_.Begin(envelope_, deadline);
-  if (made_ == nullptr) made_ = MakeAlgorithm(algorithm_, peers_, args_);
   return RunBegun();
 }
 
+Algorithm& CollectiveOp::Made() {
+  if (posting_) return *posting_;
+  if (made_ != nullptr) return *made_;
+  if (Eager()) return posting_.emplace(peers_, args_);
+  made_ = MakeAlgorithm(algorithm_, peers_, args_);
+  return *made_;
+}
+
 absl::Status CollectiveOp::RunBegun() {
-  if (absl::Status s = made_->Run(); !s.ok()) return s;
+  if (absl::Status s = Made().Run(); !s.ok()) return s;
   if (args_.op == ReduceOp::kAvg) FinishAverage();
   return absl::OkStatus();
 }

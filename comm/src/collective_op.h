@@ -2,10 +2,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/shm_direct.h"
 #include "engine.h"
 #include "peers.h"
 
@@ -22,7 +24,10 @@ class CollectiveOp final : public Op {
   OpSummary Summarize() const override;
 
  private:
-  // Runs made_ (or finishes what TryEagerly posted) once Peers::Begin has stamped this operation.
+  // The algorithm, made on first use.
+  Algorithm& Made();
+  // Runs the algorithm (or finishes what TryEagerly posted) once Peers::Begin has stamped this
+  // operation.
   absl::Status RunBegun();
   // For kAvg: divides the part of the result this rank holds.
   void FinishAverage();
@@ -31,8 +36,11 @@ class CollectiveOp final : public Op {
   const CollectiveArgs args_;
   const AlgorithmId algorithm_;
   const Envelope envelope_;
-  std::unique_ptr<Algorithm> made_;  // made by TryEagerly or Run, kept for Run to finish
-  bool posted_ = false;              // TryEagerly's Post went through
+  // Made by TryEagerly or Run, kept for Run to finish. The algorithms that post (shm_direct's
+  // line rounds) are kept inline, so that a loop of tiny collectives allocates nothing.
+  std::optional<ShmDirect> posting_;
+  std::unique_ptr<Algorithm> made_;
+  bool posted_ = false;  // TryEagerly's Post went through
 };
 
 // Sends and receives that progress together (a lone Send or Recv is a batch of one).

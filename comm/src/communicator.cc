@@ -277,12 +277,13 @@ Work Issue(CommState& state, const CollectiveArgs& args, size_t bytes) {
     DebugLog(DebugLevel::kTrace, absl::StrFormat("rank %d: %s #%d, %d bytes -> %s", state.rank(),
                                                  Name(args.kind), seq, bytes, Name(algorithm)));
   }
-  auto op = std::make_unique<CollectiveOp>(state.peers(), args, algorithm, seq);
+  CollectiveOp op(state.peers(), args, algorithm, seq);
+  const auto to_heap = [&] { return std::make_unique<CollectiveOp>(std::move(op)); };
   if (state.group_depth > 0) {
-    state.group_ops.push_back(std::move(op));
+    state.group_ops.push_back(to_heap());
     return Work(state.group_state);
   }
-  return state.engine().Submit(std::move(op));
+  return state.engine().Submit(op, to_heap);
 }
 
 }  // namespace

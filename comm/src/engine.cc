@@ -97,14 +97,31 @@ std::shared_ptr<internal::OpState> Engine::NewState() {
   return std::make_shared<internal::OpState>();
 }
 
-Work Engine::Submit(std::unique_ptr<Op> op, std::shared_ptr<internal::OpState> state) {
+bool Engine::MayRunEagerly(const Op& op) const {
+  return op.Eager() && !failed_.load(std::memory_order_acquire) &&
+         !aborted_.load(std::memory_order_relaxed);
+}
+
+Work Engine::Submit(Op& op, absl::FunctionRef<std::unique_ptr<Op>()> to_heap) {
   NoteCallerActivity();
-  if (state == nullptr && op->Eager() && !failed_.load(std::memory_order_acquire) &&
-      !aborted_.load(std::memory_order_relaxed) && exec_mu_.try_lock()) {
-    std::optional<Work> work = SubmitEagerly(op);
+  if (MayRunEagerly(op) && exec_mu_.try_lock()) {
+    std::optional<Work> work = SubmitEagerly(op, to_heap);
     exec_mu_.unlock();
     if (work) return *std::move(work);
   }
+  return Queue(to_heap(), nullptr);
+}
+
+Work Engine::Submit(std::unique_ptr<Op> op, std::shared_ptr<internal::OpState> state) {
+  if (state == nullptr) {
+    Op& ref = *op;
+    return Submit(ref, [&] { return std::move(op); });
+  }
+  NoteCallerActivity();
+  return Queue(std::move(op), std::move(state));
+}
+
+Work Engine::Queue(std::unique_ptr<Op> op, std::shared_ptr<internal::OpState> state) {
   if (state == nullptr) state = NewState();
   state->op = std::move(op);
   state->engine = weak_from_this();
@@ -139,18 +156,19 @@ absl::Duration Engine::EagerWindow() {
   return Backoff::Oversubscribed() ? absl::ZeroDuration() : kEagerWindow;
 }
 
-std::optional<Work> Engine::SubmitEagerly(std::unique_ptr<Op>& op) {
+std::optional<Work> Engine::SubmitEagerly(Op& op,
+                                          absl::FunctionRef<std::unique_ptr<Op>()> to_heap) {
   if (queued_.load(std::memory_order_relaxed) > 0 && !DrainEagerHead()) return std::nullopt;
   const int64_t start = FlightRecorder::Ticks();
   std::optional<absl::Status> status =
-      op->TryEagerly(Deadline::InCoarse(op_timeout_, &stop_), EagerWindow());
+      op.TryEagerly(Deadline::InCoarse(op_timeout_, &stop_), EagerWindow());
   if (status && status->ok()) {
-    recorder_.Succeeded(op->Summarize(), start);
+    recorder_.Succeeded(op.Summarize(), start);
     return Work::Succeeded();
   }
   auto state = NewState();
-  state->record = recorder_.Running(op->Summarize(), start);
-  state->op = std::move(op);
+  state->record = recorder_.Running(op.Summarize(), start);
+  state->op = to_heap();
   state->engine = weak_from_this();
   state->started = true;
   if (status) {  // failed

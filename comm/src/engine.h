@@ -28,6 +28,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "deadline.h"
@@ -85,6 +86,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // before the group is submitted. Callers serialize Submit (the communicator's issue lock), so
   // that operations run in the order they are numbered.
   Work Submit(std::unique_ptr<Op> op, std::shared_ptr<internal::OpState> state = nullptr);
+  // The same for an operation on the caller's stack: one that completes eagerly never reaches
+  // the heap (a loop of tiny collectives allocates nothing); otherwise `to_heap` moves it there.
+  Work Submit(Op& op, absl::FunctionRef<std::unique_ptr<Op>()> to_heap);
 
   // A handle for an operation that will be submitted later with Submit(op, state).
   static std::shared_ptr<internal::OpState> NewState();
@@ -133,9 +137,15 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void Execute(internal::OpState& state);
   // With exec_mu_ held, on the submitting thread: runs `op` at once if the queue is empty (or
   // drains its eager head first) and it completes within the eager window. Returns its finished
-  // Work, or nullopt with `op` untouched; an op begun but not finished is queued (its Work
-  // returned) so that whoever runs the queue next finishes it first.
-  std::optional<Work> SubmitEagerly(std::unique_ptr<Op>& op);
+  // Work, or nullopt with `op` untouched; an op begun but not finished is moved to the heap
+  // (`to_heap`) and queued (its Work returned) so that whoever runs the queue next finishes it
+  // first.
+  std::optional<Work> SubmitEagerly(Op& op, absl::FunctionRef<std::unique_ptr<Op>()> to_heap);
+  // Whether Submit may try `op` eagerly.
+  bool MayRunEagerly(const Op& op) const;
+  // Submit's queueing half: records `op` and queues it behind the others (with `state`, or a new
+  // one).
+  Work Queue(std::unique_ptr<Op> op, std::shared_ptr<internal::OpState> state);
   // With exec_mu_ held: completes queued eager operations at the head of the queue while they
   // finish within the window; true if the queue is then empty.
   bool DrainEagerHead();
