@@ -4,12 +4,17 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
@@ -22,10 +27,10 @@ namespace {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
-// Runs `program args` on one rank per word of `hosts` ("a a b b": 2 nodes x 2 ranks).
-ProcessResult RunJob(const std::string& hosts, std::vector<std::string> program, Env extra) {
-  // A fresh tuning cache per job: calibration runs, and the user's cache stays untouched.
-  const TempDir cache("hierarchy-test");
+// Runs `program args` on one rank per word of `hosts` ("a a b b": 2 nodes x 2 ranks), with its
+// tuning cache in `cache_dir`.
+ProcessResult RunJobWithCache(const std::string& hosts, std::vector<std::string> program, Env extra,
+                              const std::string& cache_dir) {
   const int limit_s = 120 * TimeScale();
   const int ranks = static_cast<int>(
       std::vector<std::string>(absl::StrSplit(hosts, ' ', absl::SkipEmpty())).size());
@@ -35,9 +40,15 @@ ProcessResult RunJob(const std::string& hosts, std::vector<std::string> program,
   Env env = {{"WEFT_FAKE_HOSTS", hosts},
              {"WEFT_SOCKET_IFNAME", "lo"},
              {"WEFT_TIMEOUT", std::to_string(60 * TimeScale())},
-             {"WEFT_CACHE_DIR", cache.path()}};
+             {"WEFT_CACHE_DIR", cache_dir}};
   env.insert(env.end(), extra.begin(), extra.end());
   return RunProcess(argv, env, std::chrono::seconds(limit_s + 10));
+}
+
+// The same with a fresh tuning cache: calibration runs, and the user's cache stays untouched.
+ProcessResult RunJob(const std::string& hosts, std::vector<std::string> program, Env extra) {
+  const TempDir cache("hierarchy-test");
+  return RunJobWithCache(hosts, std::move(program), std::move(extra), cache.path());
 }
 
 void ExpectSuccess(const ProcessResult& result) {
@@ -114,6 +125,64 @@ TEST(Tuner, DebugInfoPrintsEachDecisionOnceWithItsPrediction) {
     EXPECT_TRUE(absl::StrContains(line, " predicted ")) << line;
   }
   EXPECT_EQ(lines, 6 * 13) << result.output;
+}
+
+// The one file a job left in `dir`.
+std::string OnlyFile(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    files.push_back(entry.path());
+  }
+  EXPECT_EQ(files.size(), 1u) << absl::StrJoin(files, ", ");
+  return files.empty() ? "" : files.front();
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Multiplies the values of every cached shm_direct all-reduce point by `factor`.
+std::string ScaleShmDirectAllReduce(const std::string& cache, double factor) {
+  std::string scaled;
+  for (absl::string_view line : absl::StrSplit(cache, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> words = absl::StrSplit(line, ' ');
+    double value = 0;
+    if (words.size() == 2 && absl::StartsWith(words[0], "shm_direct.all_reduce.") &&
+        absl::SimpleAtod(words[1], &value)) {
+      words[1] = absl::StrCat(value * factor);
+    }
+    absl::StrAppend(&scaled, absl::StrJoin(words, " "), "\n");
+  }
+  return scaled;
+}
+
+// A calibration cached while something else held the cores prices shm_direct far above what it
+// takes once the host is quiet again: the next job times shm_direct against the cache and
+// measures the direct curves again. A cache that prices faster than the host runs now stands.
+TEST(Tuner, ACacheMeasuredWhileTheHostWasDisturbedIsMeasuredAgain) {
+  const TempDir cache_dir("hierarchy-test");
+  ExpectSuccess(RunJobWithCache("a a", {TUNER_WORKER}, {}, cache_dir.path()));
+  const std::string path = OnlyFile(cache_dir.path());
+  const std::string measured = ReadAll(path);
+  ASSERT_TRUE(absl::StrContains(measured, "shm_direct.all_reduce.2.us_at_1048576 ")) << measured;
+
+  std::ofstream(path) << ScaleShmDirectAllReduce(measured, 100);
+  ProcessResult result =
+      RunJobWithCache("a a", {TUNER_WORKER}, {{"WEFT_DEBUG", "INFO"}}, cache_dir.path());
+  ExpectSuccess(result);
+  EXPECT_TRUE(absl::StrContains(result.output, "measured while the host was disturbed"))
+      << result.output;
+  EXPECT_NE(ReadAll(path), ScaleShmDirectAllReduce(measured, 100)) << ReadAll(path);
+
+  const std::string faster = ScaleShmDirectAllReduce(ReadAll(path), 0.01);
+  std::ofstream(path) << faster;
+  result = RunJobWithCache("a a", {TUNER_WORKER}, {{"WEFT_DEBUG", "INFO"}}, cache_dir.path());
+  ExpectSuccess(result);
+  EXPECT_FALSE(absl::StrContains(result.output, "disturbed")) << result.output;
+  EXPECT_EQ(ReadAll(path), faster);
 }
 
 }  // namespace

@@ -5,7 +5,10 @@
 //     nothing is measured or cached;
 //   - otherwise the per-host cache, tuning-<host>.txt in WEFT_CACHE_DIR (default
 //     $XDG_CACHE_HOME/weft, else ~/.cache/weft); what this communicator uses and the cache lacks
-//     is measured, and rank 0 rewrites the cache (atomically). The shm class: a ring all-reduce
+//     is measured, and rank 0 rewrites the cache (atomically). A cache that holds shm_direct's
+//     curves is checked first: when shm_direct's 1 MiB all-reduce now takes under two thirds of
+//     its cached price, the cache was measured while the host was disturbed, and the direct
+//     curves are measured again (about 10 ms a check on 2 ranks). The shm class: a ring all-reduce
 //     inside every node at once; the net class: a ring all-reduce across nodes in every lane at
 //     once; shm_direct and cma_direct (one host): each of their all-reduce, reduce-scatter,
 //     all-gather and broadcast, out of place; over several nodes (up to 32 ranks), the anchors:
