@@ -567,7 +567,9 @@ absl::Status RecheckDirect(Peers& peers, Store& store, const CostModel& model, P
     std::string again;
     for (AlgorithmId id : kDirectAlgorithms) {
       if (!Usable(id, peers)) continue;
-      plan.direct.push_back(id);
+      if (std::find(plan.direct.begin(), plan.direct.end(), id) == plan.direct.end()) {
+        plan.direct.push_back(id);
+      }
       absl::StrAppend(&again, again.empty() ? "" : " and ", Name(id));
     }
     DebugLog(DebugLevel::kInfo,
