@@ -12,8 +12,10 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -534,6 +536,15 @@ struct Plan {
   }
 };
 
+// Whether this process has not yet checked `cache` for communicators of `ranks` ranks: once is
+// enough, and a job that creates many communicators (a trainer's groups) pays the check once.
+bool FirstCheckOfCache(const std::string& cache, int ranks) {
+  static std::mutex mu;
+  static std::set<std::pair<std::string, int>>* checked = new std::set<std::pair<std::string, int>>;
+  std::lock_guard<std::mutex> lock(mu);
+  return checked->emplace(cache, ranks).second;
+}
+
 // With plan.recheck: every rank times shm_direct's kRecheckBytes all-reduce; rank 0 compares
 // the median with the cached curve's price and tells every rank, through the store, the plan
 // to go on with: the direct algorithms measured again if the cache was taken while the host was
@@ -644,7 +655,8 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
       }
       plan.recheck = Usable(AlgorithmId::kShmDirect, peers) &&
                      std::find(plan.direct.begin(), plan.direct.end(), AlgorithmId::kShmDirect) ==
-                         plan.direct.end();
+                         plan.direct.end() &&
+                     FirstCheckOfCache(cache, peers.size());
       const std::vector<Anchored> anchored = AnchoredCollectives();
       plan.anchors = nodes.num_nodes() > 1 && peers.size() <= kMaxAnchoredRanks &&
                      std::any_of(anchored.begin(), anchored.end(), [&](const Anchored& a) {

@@ -6,14 +6,14 @@
 //   - otherwise the per-host cache, tuning-<host>.txt in WEFT_CACHE_DIR (default
 //     $XDG_CACHE_HOME/weft, else ~/.cache/weft); what this communicator uses and the cache lacks
 //     is measured, and rank 0 rewrites the cache (atomically). A cache that holds shm_direct's
-//     curves is checked first (5-20 ms on 2 ranks): when shm_direct's 1 MiB all-reduce now takes
-//     under two thirds of its cached price, the cache was measured while the host was disturbed,
-//     and the direct curves are measured again. The shm class: a ring all-reduce inside every
-//     node at once; the net class: a ring all-reduce across nodes in every lane at once;
-//     shm_direct and cma_direct (one host): each of their all-reduce, reduce-scatter, all-gather
-//     and broadcast, out of place; over several nodes (up to 32 ranks), the anchors: each
-//     collective of the algorithms over links, whole. The rings are timed at 256 B and 2 MiB, the
-//     direct collectives at 256 B, 32, 128 and 512 KiB, 2, 8 and 32 MiB (from 512 KiB warmed
+//     curves is checked first, once a process (5-20 ms on 2 ranks): when shm_direct's 1 MiB
+//     all-reduce now takes under two thirds of its cached price, the cache was measured while the
+//     host was disturbed, and the direct curves are measured again. The shm class: a ring
+//     all-reduce inside every node at once; the net class: a ring all-reduce across nodes in every
+//     lane at once; shm_direct and cma_direct (one host): each of their all-reduce, reduce-scatter,
+//     all-gather and broadcast, out of place; over several nodes (up to 32 ranks), the anchors:
+//     each collective of the algorithms over links, whole. The rings are timed at 256 B and 2 MiB,
+//     the direct collectives at 256 B, 32, 128 and 512 KiB, 2, 8 and 32 MiB (from 512 KiB warmed
 //     once, then timed over runs in a row), the anchors at 256 B and 8 KiB, the probes taking
 //     turns for six rounds, and fitted from the median samples. This takes about 1 s on 2 ranks
 //     of one host (with shared_buffers, cma_direct is measured over AllocShared buffers instead)
