@@ -168,6 +168,7 @@ TEST(Tuner, ACacheMeasuredWhileTheHostWasDisturbedIsMeasuredAgain) {
   const std::string path = OnlyFile(cache_dir.path());
   const std::string measured = ReadAll(path);
   ASSERT_TRUE(absl::StrContains(measured, "shm_direct.all_reduce.2.us_at_1048576 ")) << measured;
+  EXPECT_TRUE(absl::StartsWith(measured, "weft.algorithms_revision ")) << measured;
 
   std::ofstream(path) << ScaleShmDirectAllReduce(measured, 100);
   ProcessResult result =

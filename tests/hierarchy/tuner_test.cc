@@ -442,11 +442,22 @@ TEST_F(Calibration, ABrokenTuningFileFailsCreationWithItsLine) {
 
 TEST_F(Calibration, TheHostCacheIsReadWhenItCoversTheCommunicator) {
   EXPECT_TRUE(absl::StartsWith(TuningCachePath(), cache_ + "/tuning-"));
-  std::ofstream(TuningCachePath()) << kModel;
+  std::ofstream(TuningCachePath()) << TuningCacheRevisionLine() << kModel;
   absl::StatusOr<CostModel> model = Load({"a"});
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->source(), TuningCachePath());
   EXPECT_NEAR(model->DirectSeconds("cma_direct.all_reduce", 2, 0), 10e-6, 1e-12);
+}
+
+// Its prices are those of algorithms that have changed since.
+TEST_F(Calibration, ACacheOfAnotherRevisionOfTheAlgorithmsIsNotRead) {
+  for (const std::string& first_line :
+       {std::string("weft.algorithms_revision 1\n"), std::string("# weft tuning\n")}) {
+    std::ofstream(TuningCachePath()) << first_line << kModel;
+    absl::StatusOr<CostModel> model = Load({"a"});
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_EQ(model->source(), "built-in defaults") << first_line;
+  }
 }
 
 TEST_F(Calibration, EveryRankMustAgreeOnSharedBuffers) {

@@ -1,5 +1,6 @@
 #include "algorithms/arena_rounds.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -36,13 +37,26 @@ bool ArenaRounds::CanBeginNow() const {
   return true;
 }
 
-absl::StatusOr<ArenaRounds::Round> ArenaRounds::Begin() {
+size_t ArenaRounds::Window(uint64_t round, size_t bytes) {
+  if (bytes == 0) return 0;
+  // Windows start on pages, so that copies into them run aligned. They move within the first
+  // half of the half only: over all of it, a 256 KiB all-reduce (two windows) ran 4% slower on a
+  // Zen 3 VM, its rounds' lines no longer fitting the L2 beside the peers'. Over a quarter, 64 KiB
+  // collectives gave back a third of their gain.
+  constexpr size_t kPage = 4096, kSpan = kHalfBytes / 2;
+  const size_t stride = std::max(kPage, (bytes + kPage - 1) / kPage * kPage);
+  const size_t windows = std::max<size_t>(1, kSpan / stride);
+  return (round / 2) % windows * stride;
+}
+
+absl::StatusOr<ArenaRounds::Round> ArenaRounds::Begin(size_t bytes) {
   const uint64_t round = peers_.NextArenaRound();
   if (MustWaitForDone(round)) {
     if (absl::Status s = WaitAll(kDone, round - 2); !s.ok()) return s;
   }
   if (first_round_ == 0) first_round_ = round;
-  return Round{round, Half(arena_.local_rank(), round)};
+  const size_t window = Window(round, bytes);
+  return Round{round, window, Half(arena_.local_rank(), round) + window};
 }
 
 void ArenaRounds::PublishCopiedIn(uint64_t round) {
@@ -68,7 +82,7 @@ void ArenaRounds::PublishLine(uint64_t round, const void* data, size_t bytes) {
   std::memcpy(line, &peers_.envelope(), sizeof(Envelope));
   size_t in_line = 0;
   if (bytes > kLineBytes) {
-    std::memcpy(Half(arena_.local_rank(), round), data, bytes);
+    std::memcpy(Half(arena_.local_rank(), round) + Window(round, bytes), data, bytes);
   } else if (bytes > 0) {
     std::memcpy(line + sizeof(Envelope), data, bytes);
     in_line = bytes;
@@ -97,7 +111,7 @@ bool ArenaRounds::LinesPosted(uint64_t round) const {
 }
 
 const std::byte* ArenaRounds::LineData(int r, uint64_t round, size_t bytes) const {
-  if (bytes > kLineBytes) return Half(r, round);
+  if (bytes > kLineBytes) return Half(r, round) + Window(round, bytes);
   return arena_.Payload(r, kLine + round % 2) + sizeof(Envelope);
 }
 

@@ -36,17 +36,21 @@ class ShmDirect final : public Algorithm {
   bool PeersPosted() const override;
 
  private:
-  // Moves `count` elements `chunk` at a time, one arena round per chunk: begins the round, runs
-  // body(offset, n, round, my_half) for elements [offset, offset + n), then finishes the round.
+  // Moves `count` elements `chunk` at a time, one arena round per chunk: begins the round, whose
+  // data takes `slots` slots of SlotBytes(n) in each half, runs body(offset, n, round) for
+  // elements [offset, offset + n), then finishes the round.
+  using Round = ArenaRounds::Round;
   template <typename Body>
-  absl::Status ForEachRound(size_t count, size_t chunk, Body body);
+  absl::Status ForEachRound(size_t count, size_t chunk, int slots, Body body);
+  // The bytes `n` elements take in a half, rounded up to whole cache lines.
+  size_t SlotBytes(size_t n) const { return (n * args_.element_bytes() + 63) / 64 * 64; }
 
   // The phases of a reducing round. CopyIn puts this rank's chunk in its half, waits for every
   // rank's and checks fingerprints; ReduceSlice reduces this rank's slice of the chunk from all
   // halves into its own half; GatherSlices copies every rank's reduced slice to `out`.
-  absl::Status CopyIn(uint64_t round, std::byte* mine, const std::byte* chunk, size_t bytes);
-  void ReduceSlice(uint64_t round, std::byte* mine, const Partition& slices);
-  absl::Status GatherSlices(uint64_t round, const Partition& slices, std::byte* out);
+  absl::Status CopyIn(const Round& round, const std::byte* chunk, size_t bytes);
+  void ReduceSlice(const Round& round, const Partition& slices);
+  absl::Status GatherSlices(const Round& round, const Partition& slices, std::byte* out);
 
   // One line round (FitsInLine): PostLine publishes this rank's line of `round`, FinishLine
   // waits for the others' and reduces them.

@@ -5,10 +5,11 @@
 //     nothing is measured or cached;
 //   - otherwise the per-host cache, tuning-<host>.txt in WEFT_CACHE_DIR (default
 //     $XDG_CACHE_HOME/weft, else ~/.cache/weft); what this communicator uses and the cache lacks
-//     is measured, and rank 0 rewrites the cache (atomically). A cache that holds shm_direct's
-//     curves is checked first, once a process (5-20 ms on 2 ranks): when shm_direct's 1 MiB
-//     all-reduce now takes under two thirds of its cached price, the cache was measured while the
-//     host was disturbed, and the direct curves are measured again. The shm class: a ring
+//     is measured, and rank 0 rewrites the cache (atomically). A cache measured by another
+//     revision of the algorithms (its first line) is measured again. A cache that holds
+//     shm_direct's curves is checked first, once a process (5-20 ms on 2 ranks): when shm_direct's
+//     1 MiB all-reduce now takes under two thirds of its cached price, the cache was measured while
+//     the host was disturbed, and the direct curves are measured again. The shm class: a ring
 //     all-reduce inside every node at once; the net class: a ring all-reduce across nodes in every
 //     lane at once; shm_direct and cma_direct (one host): each of their all-reduce, reduce-scatter,
 //     all-gather and broadcast, out of place; over several nodes (up to 32 ranks), the anchors:
@@ -39,5 +40,7 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
 // The cache file rank 0 of a communicator on this host reads and writes ("" when neither
 // WEFT_CACHE_DIR, XDG_CACHE_HOME nor HOME is set).
 std::string TuningCachePath();
+// The cache's first line: the revision of the algorithms it was measured with.
+std::string TuningCacheRevisionLine();
 
 }  // namespace weft
