@@ -174,7 +174,8 @@ absl::Status ShmDirect::ReduceScatter() {
   const size_t chunk = std::max<size_t>(1, kHalfBytes / p / 64 * 64 / es);
   return ForEachRound(block, chunk, p, [&](size_t offset, size_t n, const Round& round) {
     // Slot j of my data holds my contribution to rank j's block; mine is read from my input.
-    const size_t slot = SlotBytes(n);
+    // Slots are whole lines, unless more ranks share the host than a half has lines.
+    const size_t slot = std::min(SlotBytes(n), kHalfBytes / p / es * es);
     for (int j = 0; j < p; ++j) {
       if (j == me) continue;
       std::memcpy(round.mine + j * slot, send + (j * block + offset) * es, n * es);
