@@ -43,14 +43,15 @@ namespace {
 // place the algorithms look alike, beyond they do not). The probes take turns, round after
 // round, so that a busy machine slows them alike and their comparison stays fair. Over several
 // nodes every algorithm over links is also timed whole at two sizes, its anchors (tuner_model.h):
-// the small size, and 8 KiB. Up to there a network's fixed costs outweigh its bytes, and a
-// loop of such collectives stays within what the network-namespace rig's shaped links let pass
-// at once (so calibration and a benchmark's loop see the same link); beyond, the formulas'
-// bandwidths take over. shm_direct and cma_direct cross between 32 and 512 KiB; with a straight
-// line between those two points, session 7's checks measured the pick 1.16-1.19x slower than the
-// other algorithm at 128 KiB, hence a point there. The all-gathers cross again between 512 KiB
-// and 2 MiB: interpolated, session 10 picked shm_direct at 1 MiB (95.2 against 95.4 us
-// predicted), which took 92-107 us against cma_direct's 71-85, hence a point at 1 MiB.
+// the small size, and 8 KiB (broadcasts at a third: see kRoundsLargeAnchor). Up to there a
+// network's fixed costs outweigh its bytes, and a loop of such collectives stays within what the
+// network-namespace rig's shaped links let pass at once (so calibration and a benchmark's loop see
+// the same link); beyond, the formulas' bandwidths take over. shm_direct and cma_direct cross
+// between 32 and 512 KiB; with a straight line between those two points, session 7's checks
+// measured the pick 1.16-1.19x slower than the other algorithm at 128 KiB, hence a point there. The
+// all-gathers cross again between 512 KiB and 2 MiB: interpolated, session 10 picked shm_direct at
+// 1 MiB (95.2 against 95.4 us predicted), which took 92-107 us against cma_direct's 71-85, hence a
+// point at 1 MiB.
 constexpr size_t kSmallBytes = 256;
 constexpr size_t kLargeBytes = 2 << 20;
 constexpr size_t kDirectSizes[] = {kSmallBytes, 32 << 10, 128 << 10, 512 << 10,
@@ -58,6 +59,15 @@ constexpr size_t kDirectSizes[] = {kSmallBytes, 32 << 10, 128 << 10, 512 << 10,
 constexpr size_t kDirectLargeBytes = std::end(kDirectSizes)[-1];
 constexpr size_t kAnchorSizes[] = {kSmallBytes, 8 << 10};
 constexpr size_t kAnchorLargeBytes = std::end(kAnchorSizes)[-1];
+// Broadcasts also get an anchor at kLargeBytes. The network classes come from ring all-reduces,
+// which keep each link busy both ways at once; a broadcast sends one way, and its phases leave the
+// link idle in different places (the hierarchy's node phases, the tree's forwarding inside a
+// node). On the rig (1 Gbit/s tbf, 2 nodes x 2 ranks) the formulas priced the 2 MiB broadcast at
+// 17.3 ms by the tree and 18.6 by the hierarchy, and the two took 14.2-14.6 and 11.0-11.1 in three
+// checks: the tree picked, 1.3x slower. The anchor is timed in the last rounds, after a warm run
+// that spends what the link let build up while the small probes ran, as a benchmark's warm-up does.
+constexpr int kRoundsLargeAnchor = 3;
+constexpr int kLargeAnchorRuns = 2;
 constexpr int kRounds = 6;
 // The largest direct size is timed in the last rounds only: it costs more than all the others.
 // Its median decides every larger collective, so it takes five samples. With three, two fresh
@@ -109,11 +119,12 @@ constexpr size_t kRecheckBytes = 1 << 20;
 constexpr int kRecheckSamples = 3;
 constexpr double kDisturbedRatio = 1.5;
 // A cache's first line names the revision of the algorithms it was measured with. A change that
-// makes an algorithm faster or slower bumps it, so that caches measured before are measured again
-// instead of pricing the algorithm as it was. Revision 2: shm_direct's moving windows
-// (ArenaRounds::Begin) and its all-gather's own block copied first, 1.1-1.4x faster from 8 KiB
-// to 2 MiB, where older caches kept the ring ahead.
-constexpr int kAlgorithmsRevision = 2;
+// makes an algorithm faster or slower, or a new point that calibration measures, bumps it, so that
+// caches measured before are measured again instead of pricing the algorithm as it was. Revision
+// 2: shm_direct's moving windows (ArenaRounds::Begin) and its all-gather's own block copied first,
+// 1.1-1.4x faster from 8 KiB to 2 MiB, where older caches kept the ring ahead. Revision 3: the
+// broadcasts' anchor at kLargeBytes.
+constexpr int kAlgorithmsRevision = 3;
 constexpr AlgorithmId kDirectAlgorithms[] = {AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect};
 constexpr AlgorithmId kLinkAlgorithms[] = {AlgorithmId::kHierarchical, AlgorithmId::kRabenseifner,
                                            AlgorithmId::kRecursiveDoubling, AlgorithmId::kRing,
@@ -177,7 +188,11 @@ struct Probe {
   }
   std::vector<size_t> Sizes() const {
     if (direct()) return {std::begin(kDirectSizes), std::end(kDirectSizes)};
-    if (algorithm) return {std::begin(kAnchorSizes), std::end(kAnchorSizes)};
+    if (algorithm) {
+      std::vector<size_t> sizes(std::begin(kAnchorSizes), std::end(kAnchorSizes));
+      if (kind == OpKind::kBroadcast) sizes.push_back(kLargeBytes);
+      return sizes;
+    }
     return {kSmallBytes, kLargeBytes};
   }
 
@@ -376,6 +391,10 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
   const size_t small_floats = kAnchorLargeBytes / sizeof(float);
   AlignedFloats small_in(small_floats, 1.0f), small_out(small_floats, 1.0f);
   AlignedFloats large(kLargeBytes / sizeof(float), 1.0f);
+  const bool any_large_anchor = std::any_of(probes.begin(), probes.end(), [](const Probe& p) {
+    return p.algorithm && !p.direct() && p.Sizes().back() == kLargeBytes;
+  });
+  AlignedFloats large_in(any_large_anchor ? kLargeBytes / sizeof(float) : 0, 1.0f);
   const bool any_direct =
       std::any_of(probes.begin(), probes.end(), [](const Probe& p) { return p.direct(); });
   const size_t direct_floats = any_direct ? kDirectLargeBytes / sizeof(float) : 0;
@@ -400,14 +419,17 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
       uint64_t which = (static_cast<uint64_t>(round) * 32 + probe.slot) * 256;
       for (size_t bytes : probe.Sizes()) {
         const bool ring_large = !probe.algorithm && bytes == kLargeBytes;
+        const bool anchor_large = probe.algorithm && !probe.direct() && bytes == kLargeBytes;
+        if (anchor_large && round < kRounds - kRoundsLargeAnchor) continue;
         const float* in = probe.shared     ? shared_in->data()
                           : probe.direct() ? direct_in.data()
                           : ring_large     ? large.data()
+                          : anchor_large   ? large_in.data()
                                            : small_in.data();
-        float* out = probe.shared     ? shared_out->data()
-                     : probe.direct() ? direct_out.data()
-                     : ring_large     ? large.data()
-                                      : small_out.data();
+        float* out = probe.shared                 ? shared_out->data()
+                     : probe.direct()             ? direct_out.data()
+                     : ring_large || anchor_large ? large.data()
+                                                  : small_out.data();
         auto run = [&](int runs) {
           return RunProbe(peers, probe, bytes, in, out, runs, &which, deadline);
         };
@@ -416,16 +438,17 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
         const bool warmed = probe.direct() && bytes >= kWarmedBytes && !past_caches;
         // The first run at the largest size is the first to touch most of the buffers: it maps
         // the pages of the peers' shared buffers, which a benchmark's loop pays once.
-        if (warmed || (past_caches && round == kRounds - kRoundsPastCaches)) {
+        if (warmed || anchor_large || (past_caches && round == kRounds - kRoundsPastCaches)) {
           if (absl::StatusOr<double> warm = run(1); !warm.ok()) return warm.status();
         }
         const bool together =
             !probe.start_together.ranks.empty() && (probe.algorithm.has_value() || ring_large);
-        const int samples = warmed || past_caches || ring_large ? 1 : kSmallRuns;
-        const int runs = warmed        ? DirectRuns(bytes)
-                         : past_caches ? kDirectRunsPastCaches
-                         : ring_large  ? 1
-                                       : kSmallLoopRuns;
+        const int samples = warmed || past_caches || ring_large || anchor_large ? 1 : kSmallRuns;
+        const int runs = warmed         ? DirectRuns(bytes)
+                         : past_caches  ? kDirectRunsPastCaches
+                         : ring_large   ? 1
+                         : anchor_large ? kLargeAnchorRuns
+                                        : kSmallLoopRuns;
         for (int i = 0; i < samples; ++i) {
           if (together) {
             if (absl::Status s = StartTogether(peers, probe.start_together, which++, deadline);
@@ -433,9 +456,21 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
               return s;
             }
           }
+          const Clock::time_point begun = Clock::now();
           absl::StatusOr<double> t = run(runs);
           if (!t.ok()) return t.status();
-          probe.seconds[bytes].push_back(*t);
+          double seconds = *t;
+          // A large broadcast's root and the ranks that forward early return once the socket
+          // buffers hold their data, megabytes before it has crossed: a sample of a few runs is
+          // over only when the last rank has its data, as a benchmark's loop of many settles.
+          if (anchor_large) {
+            if (absl::Status s = StartTogether(peers, probe.start_together, which++, deadline);
+                !s.ok()) {
+              return s;
+            }
+            seconds = Since(begun) / runs;
+          }
+          probe.seconds[bytes].push_back(seconds);
         }
       }
     }

@@ -23,7 +23,7 @@
 // classes, and each collective of each also has an anchor,
 //   ring.COLLECTIVE and rabenseifner.COLLECTIVE (all_reduce, reduce_scatter, all_gather),
 //   recursive_doubling.all_reduce, tree.broadcast, hierarchical.COLLECTIVE
-//               the time of one whole collective at one or more small sizes (the points of a
+//               the time of one whole collective at a few sizes (the points of a
 //               TimeCurve). A formula composes the fixed cost from the links' alphas, but a
 //               whole algorithm also waits for what no link's alpha holds: the hand-offs between
 //               its phases and between the ranks of a node, and where ranks share cores, the
