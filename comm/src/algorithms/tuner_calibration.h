@@ -9,18 +9,22 @@
 //     revision of the algorithms (its first line) is measured again. A cache that holds
 //     shm_direct's curves is checked first, once a process (5-20 ms on 2 ranks): when shm_direct's
 //     1 MiB all-reduce now takes under two thirds of its cached price, the cache was measured while
-//     the host was disturbed, and the direct curves are measured again. The shm class: a ring
+//     the host was disturbed, and the direct curves are measured again; the cache they replace is
+//     kept as the alternate (AlternateCachePath), which stands in for the cache whenever the
+//     cache's price is off what the all-reduce takes now by over 1.5x either way and the
+//     alternate's is nearer (the host found in another lasting state: tuner_calibration.cc,
+//     kRecheckBytes). The shm class: a ring
 //     all-reduce inside every node at once; the net class: a ring all-reduce across nodes in every
 //     lane at once; shm_direct and cma_direct (one host): each of their all-reduce, reduce-scatter,
 //     all-gather and broadcast, out of place; over several nodes (up to 32 ranks), the anchors:
 //     each collective of the algorithms over links, whole. The rings are timed at 256 B and 2 MiB,
-//     the direct collectives at 256 B, 32, 128 and 512 KiB, 2, 8 and 32 MiB (from 512 KiB warmed
-//     once, then timed over runs in a row), the anchors at 256 B and 8 KiB, the probes taking
-//     turns for six rounds, and fitted from the median samples. This takes about 1 s on 2 ranks
-//     of one host (with shared_buffers, cma_direct is measured over AllocShared buffers instead)
-//     and about 0.6 s on the rig's 2 nodes x 2 ranks, and only the first communicator of a size
-//     on a host pays. With less than 20 s left of the creation deadline (a low WEFT_TIMEOUT)
-//     nothing is measured: the cache or the built-in defaults stand.
+//     the direct collectives at 256 B, 32, 128 and 512 KiB, 1, 2, 8 and 32 MiB (from 512 KiB
+//     warmed once, then timed over runs in a row), the anchors at 256 B and 8 KiB (broadcasts
+//     also at 2 MiB), the probes taking turns for six rounds, and fitted from the median samples.
+//     This takes about 1.6 s on 2 ranks of one host (with shared_buffers, cma_direct is measured
+//     over AllocShared buffers instead) and about 1 s on the rig's 2 nodes x 2 ranks, and only the
+//     first communicator of a size on a host pays. With less than 20 s left of the creation
+//     deadline (a low WEFT_TIMEOUT) nothing is measured: the cache or the built-in defaults stand.
 // Rank 0 then publishes the model through the store and every rank adopts it, so all ranks price
 // with the same numbers and choose the same algorithms.
 #pragma once
@@ -40,6 +44,9 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
 // The cache file rank 0 of a communicator on this host reads and writes ("" when neither
 // WEFT_CACHE_DIR, XDG_CACHE_HOME nor HOME is set).
 std::string TuningCachePath();
+// Where a cache measured again as disturbed is kept, as another state the host may be found
+// in (`cache`: a TuningCachePath()).
+std::string AlternateCachePath(const std::string& cache);
 // The cache's first line: the revision of the algorithms it was measured with.
 std::string TuningCacheRevisionLine();
 
