@@ -117,8 +117,8 @@ constexpr int kDirectRunsPastCaches = 2;
 // faster than the host runs now stands: the disturbance is now, not then.
 //
 // A host can also run in lasting states that rank the direct algorithms differently. That VM's
-// two vCPUs sat at times on one core's two threads, at times on one core complex, at times on two
-// (cross-core round trips of 50-75, 130-160 and 560-600 ns), each for minutes. In the slowest,
+// cross-core round trip measured 50-75, 130-160 or 560-600 ns, each for minutes (the hypervisor
+// moving its two vCPUs between cores that share less or more cache, it seems). In the slowest,
 // shm_direct's 16-128 MiB broadcasts ran 1.2-1.6x slower than cma_direct's and its 16-32 MiB
 // all-gathers 1.1-1.2x, where elsewhere they tie or lead by 1.5x. So a cache measured again as
 // disturbed keeps what it replaced in an alternate file (AlternateCachePath), and a recheck that
