@@ -401,10 +401,7 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
   const size_t small_floats = kAnchorLargeBytes / sizeof(float);
   AlignedFloats small_in(small_floats, 1.0f), small_out(small_floats, 1.0f);
   AlignedFloats large(kLargeBytes / sizeof(float), 1.0f);
-  const bool any_large_anchor = std::any_of(probes.begin(), probes.end(), [](const Probe& p) {
-    return p.algorithm && !p.direct() && p.Sizes().back() == kLargeBytes;
-  });
-  AlignedFloats large_in(any_large_anchor ? kLargeBytes / sizeof(float) : 0, 1.0f);
+  AlignedFloats large_in(kLargeBytes / sizeof(float), 1.0f);  // a large anchor's input
   const bool any_direct =
       std::any_of(probes.begin(), probes.end(), [](const Probe& p) { return p.direct(); });
   const size_t direct_floats = any_direct ? kDirectLargeBytes / sizeof(float) : 0;
@@ -638,10 +635,10 @@ absl::Status RecheckDirect(Peers& peers, Store& store, const CostModel& model,
   double cached = RecheckPrice(model, peers.size(), bytes);
   plan.recheck = false;
   *take_alternate = false;
-  if (off(cached) > kDisturbedRatio && alternate != nullptr &&
-      off(RecheckPrice(*alternate, peers.size(), bytes)) < off(cached)) {
+  const double price =
+      alternate != nullptr ? RecheckPrice(*alternate, peers.size(), bytes) : cached;
+  if (off(cached) > kDisturbedRatio && off(price) < off(cached)) {
     *take_alternate = true;
-    const double price = RecheckPrice(*alternate, peers.size(), bytes);
     DebugLog(DebugLevel::kInfo,
              absl::StrFormat("rank 0: the tuning cache prices shm_direct's %d-byte all-reduce at "
                              "%.1f us and it takes %.1f us now; the alternate cache, measured in "
