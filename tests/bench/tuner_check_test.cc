@@ -26,7 +26,8 @@ for name, rows in d["tables"].items():
         tuned = r["tuned"] in ("shm_direct", "cma_direct") if r["count"] else r["tuned"] is None
         print(name, r["size"], r["count"], verdict, tuned,
               sorted(set(r["forced"]) | set(r["excluded"])), r["best"] in r["forced"])
-print(d["calibration"] != {}, d["ranks"], d["failures"],
+print(d["calibration"] != {}, set(d["calibration"]) <= set(d["cache_at_end"]), d["ranks"],
+      d["failures"],
       sorted({len(s["time_us"]) for s in d["samples"]}))
 )";
 
@@ -38,7 +39,7 @@ constexpr char kExpected[] =
     "reduce_scatter 8 0 empty True [] False\n"
     "reduce_scatter 512 64 judged True ['cma_direct', 'hierarchical', 'rabenseifner', 'ring', "
     "'shm_direct'] True\n"
-    "True 2 [] [2]\n";
+    "True True 2 [] [2]\n";
 
 class TunerCheck : public ::testing::TestWithParam<bool> {};
 

@@ -161,8 +161,9 @@ std::string ScaleShmDirectAllReduce(const std::string& cache, double factor) {
 
 // A calibration cached while something else held the cores prices shm_direct far above what it
 // takes once the host is quiet again: the next job times shm_direct against the cache and
-// measures the direct curves again, keeping what they replace as the alternate. With no
-// alternate, a cache that prices faster than the host runs now stands.
+// measures the direct curves again, keeping what they replace as the alternate. A cache that
+// prices a hundred times faster than the host runs now stands, alternate or not: no state of the
+// host's own is that far off (the recheck's other verdicts: tuner_test.cc, Recheck).
 TEST(Tuner, ACacheMeasuredWhileTheHostWasDisturbedIsMeasuredAgain) {
   const TempDir cache_dir("hierarchy-test");
   ExpectSuccess(RunJobWithCache("a a", {TUNER_WORKER}, {}, cache_dir.path()));

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -23,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "algorithms/algorithm.h"
@@ -123,11 +125,26 @@ constexpr int kDirectRunsPastCaches = 2;
 // all-gathers 1.1-1.2x, where elsewhere they tie or lead by 1.5x. So a cache measured again as
 // disturbed keeps what it replaced in an alternate file (AlternateCachePath), and a recheck that
 // finds the host off the cache's price by more than kDisturbedRatio either way takes the
-// alternate in its stead when that is nearer. Both states are then priced as measured in them,
-// and no job calibrates because the host is slow now.
+// alternate in its stead when that is nearer.
+//
+// A host found running the all-reduce slower than the cache prices by over kDisturbedRatio, with
+// no alternate on file yet, is measured in that state too, when it runs there steadily and alone:
+// the samples within kSteadySpread of each other, under kLastingStateRatio times the price, and
+// rank 0 on a core for at least kAloneCpuShare of the samples' time. The cache becomes the
+// alternate, so a slow host costs one calibration per cache, not one per job. In that VM's slow
+// state the all-reduce took 3.2-3.9x its fast price (353-449 us), on 99-100% of a core, samples
+// within 1.15x; with one busy loop beside the two ranks, a steady 2.1-2.7x on 44-50% of a core
+// (without the last rule, that loaded host was measured); with two, 130x. Measured in the slow
+// state (three calibrations of 2.5-2.6 s), its cache priced cma_direct's broadcasts and
+// all-gathers 1.0-2.2x below shm_direct's from 32 KiB to 32 MiB; measured fast, shm_direct's
+// were the cheaper by 1.3-1.5x from 512 KiB to 2 MiB. Samples warmed by a single run came out
+// 1.4-1.6x slower first than next, hence a whole warm sample.
 constexpr size_t kRecheckBytes = 1 << 20;
 constexpr int kRecheckSamples = 3;
 constexpr double kDisturbedRatio = 1.5;
+constexpr double kLastingStateRatio = 6;
+constexpr double kSteadySpread = 1.3;
+constexpr double kAloneCpuShare = 0.9;
 // A cache's first line names the revision of the algorithms it was measured with. A change that
 // makes an algorithm faster or slower, or a new point that calibration measures, bumps it, so that
 // caches measured before are measured again instead of pricing the algorithm as it was. Revision
@@ -154,6 +171,13 @@ constexpr size_t kReduceBytes = 4 << 20;
 constexpr absl::Duration kCalibrationRoom = absl::Seconds(20);
 
 using Clock = std::chrono::steady_clock;
+
+// CPU time this process has run, all threads together.
+double ProcessCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -594,73 +618,65 @@ bool FirstCheckOfCache(const std::string& cache, int ranks) {
   return checked->emplace(cache, ranks).second;
 }
 
-// The cache's price of shm_direct's kRecheckBytes all-reduce on `ranks`, in seconds.
-double RecheckPrice(const CostModel& model, int ranks, double bytes) {
+// A model's price of the recheck's all-reduce (shm_direct's, of kRecheckBytes) on `ranks`, in
+// seconds.
+double RecheckPrice(const CostModel& model, int ranks) {
   return model.DirectSeconds(
       CostModel::CollectiveClass(Name(AlgorithmId::kShmDirect), Name(OpKind::kAllReduce)), ranks,
-      bytes);
+      static_cast<double>(FloatsPerRank(OpKind::kAllReduce, kRecheckBytes, ranks) * sizeof(float)));
 }
 
-// With plan.recheck: every rank times shm_direct's kRecheckBytes all-reduce; rank 0 compares
-// the median with the cached curve's price and tells every rank, through the store, the plan
-// to go on with: the direct algorithms measured again if the cache was taken while the host was
-// disturbed, nothing more otherwise. On rank 0, *take_alternate says whether `alternate` (null:
-// none) should stand in for the cache: the cache is off by more than kDisturbedRatio and the
-// alternate is nearer. What stands in is then checked as the cache would be.
+// With plan.recheck: every rank times shm_direct's kRecheckBytes all-reduce; rank 0 judges the
+// samples against the cache and the alternate (JudgeRecheck) and tells every rank, through the
+// store, the plan to go on with: the direct algorithms measured again, or nothing more. On rank 0,
+// *verdict says whether `alternate` (null: none) stands in for the cache.
 absl::Status RecheckDirect(Peers& peers, Store& store, const CostModel& model,
-                           const CostModel* alternate, Plan& plan, bool* take_alternate,
+                           const CostModel* alternate, Plan& plan, RecheckVerdict* verdict,
                            uint64_t which, const Deadline& deadline) {
   const Probe probe{"recheck", peers.size(), {}, AlgorithmId::kShmDirect, OpKind::kAllReduce, 0};
   AlignedFloats in(kRecheckBytes / sizeof(float), 1.0f), out(kRecheckBytes / sizeof(float), 1.0f);
   auto run = [&](int runs) {
     return RunProbe(peers, probe, kRecheckBytes, in.data(), out.data(), runs, &which, deadline);
   };
-  if (absl::StatusOr<double> warm = run(1); !warm.ok()) return warm.status();
+  if (absl::StatusOr<double> warm = run(DirectRuns(kRecheckBytes)); !warm.ok()) {
+    return warm.status();
+  }
   std::vector<double> samples;
+  const Clock::time_point began = Clock::now();
+  const double cpu_began = ProcessCpuSeconds();
   for (int i = 0; i < kRecheckSamples; ++i) {
     absl::StatusOr<double> t = run(DirectRuns(kRecheckBytes));
     if (!t.ok()) return t.status();
     samples.push_back(*t);
   }
+  const double cpu_share = (ProcessCpuSeconds() - cpu_began) / Since(began);
   if (peers.rank() != 0) {
     absl::StatusOr<std::string> text = store.Get("tuning/recheck", deadline);
     if (!text.ok()) return text.status();
     plan = Plan::Decode(*text);
     return absl::OkStatus();
   }
-  const double now = Median(samples);
-  const double bytes = probe.Bytes(kRecheckBytes);
-  // How far a price is from now, as a ratio either way.
-  auto off = [&](double price) { return std::max(price / now, now / price); };
-  double cached = RecheckPrice(model, peers.size(), bytes);
+  std::optional<double> alternate_price;
+  if (alternate != nullptr) alternate_price = RecheckPrice(*alternate, peers.size());
+  *verdict = JudgeRecheck(RecheckPrice(model, peers.size()), alternate_price, samples, cpu_share);
   plan.recheck = false;
-  *take_alternate = false;
-  const double price =
-      alternate != nullptr ? RecheckPrice(*alternate, peers.size(), bytes) : cached;
-  if (off(cached) > kDisturbedRatio && off(price) < off(cached)) {
-    *take_alternate = true;
-    DebugLog(DebugLevel::kInfo,
-             absl::StrFormat("rank 0: the tuning cache prices shm_direct's %d-byte all-reduce at "
-                             "%.1f us and it takes %.1f us now; the alternate cache, measured in "
-                             "another state of the host, prices it at %.1f us: taking it",
-                             kRecheckBytes, cached * 1e6, now * 1e6, price * 1e6));
-    cached = price;
-  }
-  if (cached > kDisturbedRatio * now) {
-    std::string again;
+  if (verdict->measure_again) {
     for (AlgorithmId id : kDirectAlgorithms) {
       if (!Usable(id, peers)) continue;
       if (std::find(plan.direct.begin(), plan.direct.end(), id) == plan.direct.end()) {
         plan.direct.push_back(id);
       }
-      absl::StrAppend(&again, again.empty() ? "" : " and ", Name(id));
     }
-    DebugLog(DebugLevel::kInfo,
-             absl::StrFormat("rank 0: the tuning cache prices shm_direct's %d-byte all-reduce at "
-                             "%.1f us, and it takes %.1f us now: the cache was measured while the "
-                             "host was disturbed; measuring %s again",
-                             kRecheckBytes, cached * 1e6, now * 1e6, again));
   }
+  DebugLog(DebugLevel::kInfo,
+           absl::StrFormat("rank 0: shm_direct's %d-byte all-reduce took %s us now, on %.0f%% of a "
+                           "core; %s",
+                           kRecheckBytes,
+                           absl::StrJoin(samples, " ",
+                                         [](std::string* out, double t) {
+                                           absl::StrAppendFormat(out, "%.1f", t * 1e6);
+                                         }),
+                           cpu_share * 100, verdict->explanation));
   return store.Set("tuning/recheck", plan.Encode());
 }
 
@@ -686,6 +702,60 @@ std::string AlternateCachePath(const std::string& cache) {
   absl::string_view stem = cache;
   absl::ConsumeSuffix(&stem, ".txt");
   return absl::StrCat(stem, ".alternate.txt");
+}
+
+RecheckVerdict JudgeRecheck(double cached, std::optional<double> alternate,
+                            const std::vector<double>& samples, double cpu_share) {
+  const double now = Median(samples);
+  // How far a price is from now, as a ratio either way.
+  auto off = [&](double price) { return std::max(price / now, now / price); };
+  auto us = [](double seconds) { return absl::StrFormat("%.1f us", seconds * 1e6); };
+  RecheckVerdict verdict;
+  verdict.now = now;
+  double price = cached;
+  if (alternate && off(cached) > kDisturbedRatio && off(*alternate) < off(cached)) {
+    verdict.take_alternate = true;
+    verdict.explanation = absl::StrCat("the cache prices it at ", us(cached),
+                                       ", the alternate cache, measured in another state "
+                                       "of the host, at ",
+                                       us(*alternate), ": taking the alternate; ");
+    price = *alternate;
+  }
+  absl::StrAppend(&verdict.explanation, verdict.take_alternate ? "it" : "the cache",
+                  " prices it at ", us(price));
+  if (price > kDisturbedRatio * now) {
+    verdict.measure_again = true;
+    absl::StrAppend(&verdict.explanation,
+                    ": it was measured while the host was disturbed; measuring the direct "
+                    "algorithms again");
+    return verdict;
+  }
+  if (now <= kDisturbedRatio * price) {
+    absl::StrAppend(&verdict.explanation, ": it stands");
+    return verdict;
+  }
+  const auto [fastest, slowest] = std::minmax_element(samples.begin(), samples.end());
+  std::string why_not;
+  if (alternate) {
+    why_not = "an alternate is on file";
+  } else if (cpu_share < kAloneCpuShare) {
+    why_not = "something else shares the cores";
+  } else if (*slowest > kSteadySpread * *fastest) {
+    why_not = "the samples scatter";
+  } else if (now > kLastingStateRatio * price) {
+    why_not = "too far off for a state of the host's own";
+  }
+  if (why_not.empty()) {
+    verdict.measure_again = true;
+    verdict.new_state = true;
+    absl::StrAppend(&verdict.explanation,
+                    ", and the host runs it steadily slower now: another lasting state of the "
+                    "host; measuring the direct algorithms again");
+  } else {
+    absl::StrAppend(&verdict.explanation, ": the host runs slower now, but ", why_not,
+                    ": it stands");
+  }
+  return verdict;
 }
 
 std::string TuningCacheRevisionLine() {
@@ -795,19 +865,20 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
 
   // Past every round: no probe's envelope numbers reach this.
   const uint64_t average = static_cast<uint64_t>(kRounds) * 32 * 256;
-  // On rank 0: whether the cache is measured again as disturbed, and is then kept as the
-  // alternate.
+  // On rank 0: whether the cache is measured again, and is then kept as the alternate; and the
+  // model as it stood before (see below).
   bool keep_as_alternate = false;
+  RecheckVerdict verdict;
+  std::optional<CostModel> unmeasured;
   if (plan.recheck) {
     const size_t measured_before = plan.direct.size();
-    bool take_alternate = false;
     if (absl::Status s = RecheckDirect(peers, store, model, alternate ? &*alternate : nullptr, plan,
-                                       &take_alternate, average + 1, deadline);
+                                       &verdict, average + 1, deadline);
         !s.ok()) {
       return s;
     }
     keep_as_alternate = rank == 0 && plan.direct.size() > measured_before;
-    if (take_alternate) {
+    if (verdict.take_alternate) {
       // Its entries over the cache's (what it lacks, the cache still prices). Unless it too is
       // measured again, the two files swap places, so that the next job checks first the state
       // the host is in now.
@@ -826,6 +897,7 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
         }
       }
     }
+    if (keep_as_alternate) unmeasured = model;
   }
 
   // Every group measures at once, as the algorithms run; rank 0's numbers are kept (those of
@@ -899,8 +971,26 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
     }
   }
 
+  bool measured = !plan.empty();
+  if (rank == 0 && keep_as_alternate && verdict.new_state &&
+      std::max(RecheckPrice(model, peers.size()) / verdict.now,
+               verdict.now / RecheckPrice(model, peers.size())) > kDisturbedRatio) {
+    // The host left the slow state the recheck found while the direct curves were measured (that
+    // VM did in one measurement of four): the curves are of no one state, and the files stay as
+    // they were. (A cache measured again as disturbed is replaced whatever the host does: what
+    // replaces it is no slower.)
+    DebugLog(DebugLevel::kInfo,
+             absl::StrFormat("rank 0: the host left the state it was found in while it was "
+                             "measured (shm_direct's %d-byte all-reduce took %.1f us, and "
+                             "%.1f us as measured in %.0f ms): keeping the cache as it was",
+                             kRecheckBytes, verdict.now * 1e6,
+                             RecheckPrice(model, peers.size()) * 1e6, Since(start) * 1e3));
+    model = *std::move(unmeasured);
+    keep_as_alternate = false;
+    measured = false;
+  }
   if (rank == 0) {
-    if (!plan.empty()) {
+    if (measured) {
       model.set_source(cache.empty() ? "measured" : absl::StrCat("measured, cached in ", cache));
       if (DebugEnabled(DebugLevel::kInfo)) {
         DebugLog(DebugLevel::kInfo, absl::StrCat("rank 0: tuner calibrated ", plan.Encode(), " in ",

@@ -12,8 +12,9 @@
 //     the host was disturbed, and the direct curves are measured again; the cache they replace is
 //     kept as the alternate (AlternateCachePath), which stands in for the cache whenever the
 //     cache's price is off what the all-reduce takes now by over 1.5x either way and the
-//     alternate's is nearer (the host found in another lasting state: tuner_calibration.cc,
-//     kRecheckBytes). The shm class: a ring
+//     alternate's is nearer (the host found in another lasting state). With no alternate yet, a
+//     host found over 1.5x slower, steadily and with its cores to itself, is measured in that
+//     state the same way (JudgeRecheck; tuner_calibration.cc, kRecheckBytes). The shm class: a ring
 //     all-reduce inside every node at once; the net class: a ring all-reduce across nodes in every
 //     lane at once; shm_direct and cma_direct (one host): each of their all-reduce, reduce-scatter,
 //     all-gather and broadcast, out of place; over several nodes (up to 32 ranks), the anchors:
@@ -29,7 +30,9 @@
 // with the same numbers and choose the same algorithms.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "algorithms/tuner_model.h"
@@ -47,6 +50,19 @@ std::string TuningCachePath();
 // Where a cache measured again as disturbed is kept, as another state the host may be found
 // in (`cache`: a TuningCachePath()).
 std::string AlternateCachePath(const std::string& cache);
+// What a job's check of the tuning cache against the host as it runs now decides.
+struct RecheckVerdict {
+  bool take_alternate = false;  // the alternate cache stands in for the cache
+  bool measure_again = false;   // the direct curves are measured again (what stood in is then kept
+                                // as the alternate)
+  bool new_state = false;       // ... because the host runs steadily slower than any state on file
+  double now = 0;               // the samples' median
+  std::string explanation;      // for WEFT_DEBUG=INFO
+};
+// `cached` and `alternate` (none on file: nullopt): their prices of shm_direct's 1 MiB
+// all-reduce; `samples`: what it takes now, in seconds (see LoadOrCalibrate).
+RecheckVerdict JudgeRecheck(double cached, std::optional<double> alternate,
+                            const std::vector<double>& samples, double cpu_share);
 // The cache's first line: the revision of the algorithms it was measured with.
 std::string TuningCacheRevisionLine();
 
