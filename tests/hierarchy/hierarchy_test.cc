@@ -191,33 +191,70 @@ TEST(Tuner, ACacheMeasuredWhileTheHostWasDisturbedIsMeasuredAgain) {
   EXPECT_EQ(ReadAll(path), faster);
 }
 
-// A host that runs in lasting states (vCPUs moved between cores) keeps a cache of each: the cache
-// measured again as disturbed is kept as the alternate, and a later job that finds the cache off
-// the host as it runs now, and the alternate nearer, takes the alternate without measuring; the
-// two swap places.
-TEST(Tuner, AnAlternateCacheNearerTheHostAsItRunsNowStandsIn) {
+// A host's cache with room for three states, calibrated by a job: the cache, its first and
+// second alternates, and the cache's text as measured.
+struct StateFiles {
+  std::string path, second, third, measured;
+};
+StateFiles CalibrateStateFiles(const std::string& cache_dir) {
+  ExpectSuccess(RunJobWithCache("a a", {TUNER_WORKER}, {}, cache_dir));
+  StateFiles files;
+  files.path = OnlyFile(cache_dir);
+  files.second = absl::StrReplaceAll(files.path, {{".txt", ".alternate.txt"}});
+  files.third = absl::StrReplaceAll(files.path, {{".txt", ".alternate-2.txt"}});
+  files.measured = ReadAll(files.path);
+  return files;
+}
+
+// A host that runs in lasting states (vCPUs moved between cores) keeps a cache of each, up to
+// three: a job that finds the cache off the host as it runs now takes the nearest alternate
+// without measuring, and it goes first, the others keeping their order.
+TEST(Tuner, TheNearestStateOnFileStandsInAndGoesFirst) {
   const TempDir cache_dir("hierarchy-test");
-  ExpectSuccess(RunJobWithCache("a a", {TUNER_WORKER}, {}, cache_dir.path()));
-  const std::string path = OnlyFile(cache_dir.path());
-  const std::string alternate_path = absl::StrReplaceAll(path, {{".txt", ".alternate.txt"}});
-  const std::string measured = ReadAll(path);
+  const StateFiles files = CalibrateStateFiles(cache_dir.path());
+  const auto& [path, second, third, measured] = files;
   const std::string disturbed = ScaleShmDirectAllReduce(measured, 100);
+  const std::string far_off = ScaleShmDirectAllReduce(measured, 1000);
   std::ofstream(path) << disturbed;
-  std::ofstream(alternate_path) << measured;
+  std::ofstream(second) << far_off;
+  std::ofstream(third) << measured;
   const ProcessResult result =
       RunJobWithCache("a a", {TUNER_WORKER}, {{"WEFT_DEBUG", "INFO"}}, cache_dir.path());
   ExpectSuccess(result);
-  EXPECT_TRUE(absl::StrContains(result.output, "the alternate cache")) << result.output;
-  if (absl::StrContains(result.output, "measured while the host was disturbed")) {
-    // The host ran over 1.5x faster than at the calibration moments before (a loaded host, as
-    // under the sanitizers, calms down): what stood in is measured again and kept as the
-    // alternate.
-    EXPECT_EQ(ReadAll(alternate_path), measured);
-  } else {
+  EXPECT_TRUE(absl::StrContains(result.output, "taking the one at")) << result.output;
+  // Unless the host ran over 1.5x faster than at the calibration moments before (a loaded host,
+  // as under the sanitizers, calms down), and that state was measured in place of the one that
+  // stood in.
+  if (!absl::StrContains(result.output, "measured while the host was disturbed")) {
     EXPECT_FALSE(absl::StrContains(result.output, "tuner calibrated")) << result.output;
     EXPECT_EQ(ReadAll(path), measured);
-    EXPECT_EQ(ReadAll(alternate_path), disturbed);
   }
+  EXPECT_EQ(ReadAll(second), disturbed);
+  EXPECT_EQ(ReadAll(third), far_off);
+}
+
+// With three states on file, a state measured again takes the place of the one priced nearest
+// it, so that the states kept stay apart.
+TEST(Tuner, AStateMeasuredIntoAFullFileTakesThePlaceOfTheNearest) {
+  const TempDir cache_dir("hierarchy-test");
+  const StateFiles files = CalibrateStateFiles(cache_dir.path());
+  const auto& [path, second, third, measured] = files;
+  std::ofstream(path) << ScaleShmDirectAllReduce(measured, 1000);
+  std::ofstream(second) << ScaleShmDirectAllReduce(measured, 100);
+  std::ofstream(third) << ScaleShmDirectAllReduce(measured, 10000);
+  const ProcessResult result =
+      RunJobWithCache("a a", {TUNER_WORKER}, {{"WEFT_DEBUG", "INFO"}}, cache_dir.path());
+  ExpectSuccess(result);
+  EXPECT_TRUE(absl::StrContains(result.output, "measured while the host was disturbed"))
+      << result.output;
+  const std::string now = ReadAll(path);
+  EXPECT_TRUE(absl::StartsWith(now, "weft.algorithms_revision ")) << now;
+  for (const double factor : {100.0, 1000.0, 10000.0}) {
+    EXPECT_NE(now, ScaleShmDirectAllReduce(measured, factor));
+  }
+  // The 100x state stood in and was the nearest: the other two keep their order behind the new.
+  EXPECT_EQ(ReadAll(second), ScaleShmDirectAllReduce(measured, 1000));
+  EXPECT_EQ(ReadAll(third), ScaleShmDirectAllReduce(measured, 10000));
 }
 
 }  // namespace

@@ -516,50 +516,58 @@ TEST_F(Calibration, ASingleRankHasNothingToMeasure) {
 
 // The recheck's verdicts, on a cache that prices shm_direct's 1 MiB all-reduce at 100 us.
 constexpr double kCached = 100e-6;
+const std::vector<double> kNear = {120e-6, 125e-6, 130e-6};
+const std::vector<double> kSteadilySlower = {300e-6, 310e-6, 320e-6};
 
 TEST(Recheck, ACacheNearTheHostStands) {
-  const RecheckVerdict verdict = JudgeRecheck(kCached, std::nullopt, {120e-6, 125e-6, 130e-6}, 1);
-  EXPECT_FALSE(verdict.take_alternate);
+  const RecheckVerdict verdict = JudgeRecheck({kCached}, kNear, 1);
+  EXPECT_EQ(verdict.stand_in, 0);
   EXPECT_FALSE(verdict.measure_again);
   EXPECT_TRUE(absl::StrContains(verdict.explanation, "stands")) << verdict.explanation;
 }
 
 TEST(Recheck, ACachePricedSlowerThanTheHostRunsNowIsMeasuredAgain) {
-  const RecheckVerdict verdict = JudgeRecheck(kCached, std::nullopt, {60e-6, 62e-6, 90e-6}, 0.5);
+  const RecheckVerdict verdict = JudgeRecheck({kCached}, {60e-6, 62e-6, 90e-6}, 0.5);
   EXPECT_TRUE(verdict.measure_again);
   EXPECT_FALSE(verdict.new_state);
-  // Taken while the host was disturbed, whatever the host does now.
-  EXPECT_TRUE(JudgeRecheck(kCached, 300e-6, {60e-6, 62e-6, 90e-6}, 0.5).measure_again);
+  // Taken while the host was disturbed, whatever the host does now, and however many states
+  // are on file.
+  EXPECT_TRUE(JudgeRecheck({kCached, 300e-6, 500e-6}, {60e-6, 62e-6, 90e-6}, 0.5).measure_again);
 }
 
-// The host found steadily slower, with no second state on file: another lasting state, measured
-// once and kept as the cache, the cache it replaces as the alternate.
-TEST(Recheck, AHostSteadilySlowerWithNoAlternateIsMeasuredInItsNewState) {
-  const RecheckVerdict verdict = JudgeRecheck(kCached, std::nullopt, {300e-6, 310e-6, 320e-6}, 1);
-  EXPECT_TRUE(verdict.measure_again);
-  EXPECT_TRUE(verdict.new_state);
-  EXPECT_FALSE(verdict.take_alternate);
-  EXPECT_TRUE(absl::StrContains(verdict.explanation, "lasting state")) << verdict.explanation;
+// The host found steadily slower than every state on file: another lasting state, measured once
+// and kept as a state of its own.
+TEST(Recheck, AHostSteadilySlowerThanEveryStateIsMeasuredInItsNewState) {
+  for (const std::vector<double>& prices : {std::vector<double>{kCached}, {kCached, 60e-6}}) {
+    const RecheckVerdict verdict = JudgeRecheck(prices, kSteadilySlower, 1);
+    EXPECT_TRUE(verdict.measure_again);
+    EXPECT_TRUE(verdict.new_state);
+    EXPECT_EQ(verdict.stand_in, 0);
+    EXPECT_TRUE(absl::StrContains(verdict.explanation, "lasting state")) << verdict.explanation;
+  }
 }
 
 TEST(Recheck, ASlowerHostIsNotMeasuredWhenItsCoresAreSharedOrItsTimesScatter) {
   // Something else ran on the cores: this rank had half of one.
-  EXPECT_FALSE(JudgeRecheck(kCached, std::nullopt, {300e-6, 310e-6, 320e-6}, 0.5).measure_again);
-  EXPECT_FALSE(JudgeRecheck(kCached, std::nullopt, {200e-6, 300e-6, 400e-6}, 1).measure_again);
+  EXPECT_FALSE(JudgeRecheck({kCached}, kSteadilySlower, 0.5).measure_again);
+  EXPECT_FALSE(JudgeRecheck({kCached}, {200e-6, 300e-6, 400e-6}, 1).measure_again);
   // Far beyond any state of the host's own.
-  EXPECT_FALSE(JudgeRecheck(kCached, std::nullopt, {10e-3, 10e-3, 10e-3}, 1).measure_again);
+  EXPECT_FALSE(JudgeRecheck({kCached}, {10e-3, 10e-3, 10e-3}, 1).measure_again);
+  // As many states on file as a cache keeps.
+  std::vector<double> full(kMaxHostStates, kCached);
+  const RecheckVerdict verdict = JudgeRecheck(full, kSteadilySlower, 1);
+  EXPECT_FALSE(verdict.measure_again);
+  EXPECT_TRUE(absl::StrContains(verdict.explanation, "states are on file")) << verdict.explanation;
 }
 
-// With two states on file, the nearer stands in and nothing more is measured for a slow host.
-TEST(Recheck, WithAnAlternateOnFileTheNearerStandsIn) {
-  RecheckVerdict verdict = JudgeRecheck(kCached, 350e-6, {300e-6, 310e-6, 320e-6}, 1);
-  EXPECT_TRUE(verdict.take_alternate);
+// The nearest state stands in once the cache is over 1.5x off, and nothing is measured.
+TEST(Recheck, TheNearestStateOnFileStandsIn) {
+  RecheckVerdict verdict = JudgeRecheck({kCached, 500e-6, 350e-6}, kSteadilySlower, 1);
+  EXPECT_EQ(verdict.stand_in, 2);
   EXPECT_FALSE(verdict.measure_again);
-  verdict = JudgeRecheck(kCached, 60e-6, {300e-6, 310e-6, 320e-6}, 1);
-  EXPECT_FALSE(verdict.take_alternate);
-  EXPECT_FALSE(verdict.measure_again);
-  verdict = JudgeRecheck(kCached, 350e-6, {120e-6, 125e-6, 130e-6}, 1);
-  EXPECT_FALSE(verdict.take_alternate);
+  // The cache within 1.5x stands even with a nearer alternate.
+  verdict = JudgeRecheck({kCached, 125e-6}, kNear, 1);
+  EXPECT_EQ(verdict.stand_in, 0);
   EXPECT_FALSE(verdict.measure_again);
 }
 

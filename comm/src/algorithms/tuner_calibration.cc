@@ -119,24 +119,24 @@ constexpr int kDirectRunsPastCaches = 2;
 // faster than the host runs now stands: the disturbance is now, not then.
 //
 // A host can also run in lasting states that rank the direct algorithms differently. That VM's
-// cross-core round trip measured 50-75, 130-160 or 560-600 ns, each for minutes (the hypervisor
-// moving its two vCPUs between cores that share less or more cache, it seems). In the slowest,
-// shm_direct's 16-128 MiB broadcasts ran 1.2-1.6x slower than cma_direct's and its 16-32 MiB
-// all-gathers 1.1-1.2x, where elsewhere they tie or lead by 1.5x. So a cache measured again as
-// disturbed keeps what it replaced in an alternate file (AlternateCachePath), and a recheck that
-// finds the host off the cache's price by more than kDisturbedRatio either way takes the
-// alternate in its stead when that is nearer.
+// cross-core round trip measured 50-75, 130-160 or 560-600 ns, for minutes on some days and a few
+// seconds on others (the hypervisor moving its two vCPUs between cores that share less or more
+// cache, it seems). So the cache keeps up to kMaxHostStates states, each as measured in it
+// (AlternateCachePath): the recheck takes the state nearest the host as it runs now once the
+// cache is over kDisturbedRatio off, and when none is within kDisturbedRatio the host is measured
+// in its state now and that joins the others. The 1 MiB all-reduce told those states apart:
+// about 75, 120 and 400 us. With room for two, the fastest state's measurement took the second
+// place, and the slow state, the one that ranks the algorithms differently, found none.
 //
-// A host found running the all-reduce slower than the cache prices by over kDisturbedRatio, with
-// no alternate on file yet, is measured in that state too, when it runs there steadily and alone:
-// the samples within kSteadySpread of each other, under kLastingStateRatio times the price, and
-// rank 0 on a core for at least kAloneCpuShare of the samples' time. The cache becomes the
-// alternate, so a slow host costs one calibration per cache, not one per job. In that VM's slow
-// state the all-reduce took 3.2-3.9x its fast price (353-449 us), on 99-100% of a core, samples
-// within 1.15x; with one busy loop beside the two ranks, a steady 2.1-2.7x on 44-50% of a core
-// (without the last rule, that loaded host was measured); with two, 130x. Measured in the slow
-// state (three calibrations of 2.5-2.6 s), its cache priced cma_direct's broadcasts and
-// all-gathers 1.0-2.2x below shm_direct's from 32 KiB to 32 MiB; measured fast, shm_direct's
+// A host found slower than every state on file is measured only when it runs steadily and alone:
+// the samples within kSteadySpread of each other, under kLastingStateRatio times the nearest
+// price, and rank 0 on a core for at least kAloneCpuShare of the samples' time. A slow host thus
+// costs one calibration per state, not one per job. In that VM's slow state the all-reduce took
+// 3.2-3.9x its price in the middle state (353-449 us), on 99-100% of a core, samples within
+// 1.15x; with one busy loop beside the two ranks, a steady 2.1-2.7x on 44-50% of a core (without
+// the last rule, that loaded host was measured); with two, 130x. Measured in the slow state
+// (three calibrations of 2.5-2.6 s), its cache priced cma_direct's broadcasts and all-gathers
+// 1.0-2.2x below shm_direct's from 32 KiB to 32 MiB; measured in the middle one, shm_direct's
 // were the cheaper by 1.3-1.5x from 512 KiB to 2 MiB. Samples warmed by a single run came out
 // 1.4-1.6x slower first than next, hence a whole warm sample.
 constexpr size_t kRecheckBytes = 1 << 20;
@@ -627,12 +627,12 @@ double RecheckPrice(const CostModel& model, int ranks) {
 }
 
 // With plan.recheck: every rank times shm_direct's kRecheckBytes all-reduce; rank 0 judges the
-// samples against the cache and the alternate (JudgeRecheck) and tells every rank, through the
-// store, the plan to go on with: the direct algorithms measured again, or nothing more. On rank 0,
-// *verdict says whether `alternate` (null: none) stands in for the cache.
-absl::Status RecheckDirect(Peers& peers, Store& store, const CostModel& model,
-                           const CostModel* alternate, Plan& plan, RecheckVerdict* verdict,
-                           uint64_t which, const Deadline& deadline) {
+// samples against the states on file (`prices`: JudgeRecheck's) into *verdict and tells every
+// rank, through the store, the plan to go on with: the direct algorithms measured again, or
+// nothing more.
+absl::Status RecheckDirect(Peers& peers, Store& store, const std::vector<double>& prices,
+                           Plan& plan, RecheckVerdict* verdict, uint64_t which,
+                           const Deadline& deadline) {
   const Probe probe{"recheck", peers.size(), {}, AlgorithmId::kShmDirect, OpKind::kAllReduce, 0};
   AlignedFloats in(kRecheckBytes / sizeof(float), 1.0f), out(kRecheckBytes / sizeof(float), 1.0f);
   auto run = [&](int runs) {
@@ -656,9 +656,7 @@ absl::Status RecheckDirect(Peers& peers, Store& store, const CostModel& model,
     plan = Plan::Decode(*text);
     return absl::OkStatus();
   }
-  std::optional<double> alternate_price;
-  if (alternate != nullptr) alternate_price = RecheckPrice(*alternate, peers.size());
-  *verdict = JudgeRecheck(RecheckPrice(model, peers.size()), alternate_price, samples, cpu_share);
+  *verdict = JudgeRecheck(prices, samples, cpu_share);
   plan.recheck = false;
   if (verdict->measure_again) {
     for (AlgorithmId id : kDirectAlgorithms) {
@@ -680,6 +678,20 @@ absl::Status RecheckDirect(Peers& peers, Store& store, const CostModel& model,
   return store.Set("tuning/recheck", plan.Encode());
 }
 
+// Writes `states` (texts, the one to check first first) as `cache` and its alternates; false when
+// the cache itself could not be written.
+bool WriteStates(const std::string& cache, const std::vector<std::string>& states) {
+  bool cached = true;
+  for (size_t i = 0; i < states.size(); ++i) {
+    const std::string path = i == 0 ? cache : AlternateCachePath(cache, static_cast<int>(i));
+    if (absl::Status s = WriteFileAtomically(path, states[i]); !s.ok()) {
+      DebugLog(DebugLevel::kWarn, absl::StrCat("rank 0: not caching the tuning: ", s.message()));
+      cached = cached && i != 0;
+    }
+  }
+  return cached;
+}
+
 }  // namespace
 
 std::string TuningCachePath() {
@@ -698,46 +710,49 @@ std::string TuningCachePath() {
   return absl::StrCat(dir, "/tuning-", host, ".txt");
 }
 
-std::string AlternateCachePath(const std::string& cache) {
+std::string AlternateCachePath(const std::string& cache, int i) {
   absl::string_view stem = cache;
   absl::ConsumeSuffix(&stem, ".txt");
-  return absl::StrCat(stem, ".alternate.txt");
+  return i == 1 ? absl::StrCat(stem, ".alternate.txt")
+                : absl::StrCat(stem, ".alternate-", i, ".txt");
 }
 
-RecheckVerdict JudgeRecheck(double cached, std::optional<double> alternate,
-                            const std::vector<double>& samples, double cpu_share) {
+RecheckVerdict JudgeRecheck(const std::vector<double>& prices, const std::vector<double>& samples,
+                            double cpu_share) {
   const double now = Median(samples);
   // How far a price is from now, as a ratio either way.
   auto off = [&](double price) { return std::max(price / now, now / price); };
   auto us = [](double seconds) { return absl::StrFormat("%.1f us", seconds * 1e6); };
   RecheckVerdict verdict;
   verdict.now = now;
-  double price = cached;
-  if (alternate && off(cached) > kDisturbedRatio && off(*alternate) < off(cached)) {
-    verdict.take_alternate = true;
-    verdict.explanation = absl::StrCat("the cache prices it at ", us(cached),
-                                       ", the alternate cache, measured in another state "
-                                       "of the host, at ",
-                                       us(*alternate), ": taking the alternate; ");
-    price = *alternate;
+  verdict.explanation = absl::StrCat("the cache prices it at ", us(prices[0]));
+  if (off(prices[0]) > kDisturbedRatio) {
+    for (size_t i = 1; i < prices.size(); ++i) {
+      absl::StrAppend(&verdict.explanation,
+                      i == 1 ? ", its alternates (other states of the host)" : ",", " at ",
+                      us(prices[i]));
+      if (off(prices[i]) < off(prices[verdict.stand_in])) verdict.stand_in = static_cast<int>(i);
+    }
+    if (verdict.stand_in > 0) {
+      absl::StrAppend(&verdict.explanation, ": taking the one at ", us(prices[verdict.stand_in]));
+    }
   }
-  absl::StrAppend(&verdict.explanation, verdict.take_alternate ? "it" : "the cache",
-                  " prices it at ", us(price));
-  if (price > kDisturbedRatio * now) {
-    verdict.measure_again = true;
-    absl::StrAppend(&verdict.explanation,
-                    ": it was measured while the host was disturbed; measuring the direct "
-                    "algorithms again");
+  const double price = prices[verdict.stand_in];
+  if (off(price) <= kDisturbedRatio) {
+    absl::StrAppend(&verdict.explanation, ": it stands");
     return verdict;
   }
-  if (now <= kDisturbedRatio * price) {
-    absl::StrAppend(&verdict.explanation, ": it stands");
+  if (price > now) {
+    verdict.measure_again = true;
+    absl::StrAppend(&verdict.explanation,
+                    ": measured while the host was disturbed; measuring the direct algorithms "
+                    "again");
     return verdict;
   }
   const auto [fastest, slowest] = std::minmax_element(samples.begin(), samples.end());
   std::string why_not;
-  if (alternate) {
-    why_not = "an alternate is on file";
+  if (prices.size() >= static_cast<size_t>(kMaxHostStates)) {
+    why_not = absl::StrCat(kMaxHostStates, " states are on file");
   } else if (cpu_share < kAloneCpuShare) {
     why_not = "something else shares the cores";
   } else if (*slowest > kSteadySpread * *fastest) {
@@ -773,9 +788,10 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
   Plan plan;
   plan.shared_buffers = peers.shared_buffers();
   std::string cache;
-  std::string cached_text;                    // the cache as read: the alternate if measured again
-  std::optional<std::string> alternate_text;  // the alternate cache as read, when it parses
-  std::optional<CostModel> alternate;
+  // With plan.recheck, on rank 0: the host's states on file, the cache's first, then each
+  // alternate that parses, in the order of AlternateCachePath; and their prices (RecheckPrice).
+  std::vector<std::string> states;
+  std::vector<double> prices;
   if (rank == 0) {
     if (const char* file = Env("WEFT_TUNING_FILE")) {
       absl::StatusOr<std::string> text = ReadFile(file);
@@ -799,7 +815,7 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
                    absl::StrCat("rank 0: ignoring the tuning cache: ", s.message()));
           model = CostModel();
         } else {
-          cached_text = *text;
+          states.push_back(*text);
         }
       }
       plan.shm = node0 > 1 && peers.link(nodes.members(0)[1])->transport_name() == "shm" &&
@@ -821,16 +837,19 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
                          plan.direct.end() &&
                      FirstCheckOfCache(cache, peers.size());
       if (plan.recheck) {
+        prices.push_back(RecheckPrice(model, peers.size()));
         // Another revision's or a damaged alternate is no state of this host: ignored.
-        const std::string path = AlternateCachePath(cache);
-        absl::StatusOr<std::string> text = ReadFile(path);
-        CostModel parsed;
-        absl::string_view entries;
-        if (text.ok()) entries = *text;
-        if (absl::ConsumePrefix(&entries, TuningCacheRevisionLine()) &&
-            parsed.Merge(entries, path).ok()) {
-          alternate_text = *text;
-          alternate = std::move(parsed);
+        for (int i = 1; i < kMaxHostStates; ++i) {
+          const std::string path = AlternateCachePath(cache, i);
+          absl::StatusOr<std::string> text = ReadFile(path);
+          CostModel parsed;
+          absl::string_view entries;
+          if (text.ok()) entries = *text;
+          if (absl::ConsumePrefix(&entries, TuningCacheRevisionLine()) &&
+              parsed.Merge(entries, path).ok()) {
+            states.push_back(*text);
+            prices.push_back(RecheckPrice(parsed, peers.size()));
+          }
         }
       }
       const std::vector<Anchored> anchored = AnchoredCollectives();
@@ -865,39 +884,31 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
 
   // Past every round: no probe's envelope numbers reach this.
   const uint64_t average = static_cast<uint64_t>(kRounds) * 32 * 256;
-  // On rank 0: whether the cache is measured again, and is then kept as the alternate; and the
+  // On rank 0: whether the recheck measures the host again, as a state of its own; and the
   // model as it stood before (see below).
-  bool keep_as_alternate = false;
+  bool measured_again = false;
   RecheckVerdict verdict;
   std::optional<CostModel> unmeasured;
   if (plan.recheck) {
     const size_t measured_before = plan.direct.size();
-    if (absl::Status s = RecheckDirect(peers, store, model, alternate ? &*alternate : nullptr, plan,
-                                       &verdict, average + 1, deadline);
+    if (absl::Status s = RecheckDirect(peers, store, prices, plan, &verdict, average + 1, deadline);
         !s.ok()) {
       return s;
     }
-    keep_as_alternate = rank == 0 && plan.direct.size() > measured_before;
-    if (verdict.take_alternate) {
-      // Its entries over the cache's (what it lacks, the cache still prices). Unless it too is
-      // measured again, the two files swap places, so that the next job checks first the state
-      // the host is in now.
-      std::swap(cached_text, *alternate_text);
-      absl::string_view entries = cached_text;
+    measured_again = rank == 0 && plan.direct.size() > measured_before;
+    if (verdict.stand_in > 0) {
+      // Its entries over the cache's (what it lacks, the cache still prices). It goes first, so
+      // that the next job checks first the state the host is in now.
+      std::rotate(states.begin(), states.begin() + verdict.stand_in,
+                  states.begin() + verdict.stand_in + 1);
+      std::rotate(prices.begin(), prices.begin() + verdict.stand_in,
+                  prices.begin() + verdict.stand_in + 1);
+      absl::string_view entries = states.front();
       absl::ConsumePrefix(&entries, TuningCacheRevisionLine());
       if (absl::Status s = model.Merge(entries, cache); !s.ok()) return s;
-      if (!keep_as_alternate) {
-        const std::pair<std::string, std::string> swapped[] = {
-            {cache, cached_text}, {AlternateCachePath(cache), *alternate_text}};
-        for (const auto& [path, text] : swapped) {
-          if (absl::Status s = WriteFileAtomically(path, text); !s.ok()) {
-            DebugLog(DebugLevel::kWarn,
-                     absl::StrCat("rank 0: not swapping the tuning caches: ", s.message()));
-          }
-        }
-      }
+      if (!measured_again) WriteStates(cache, states);
     }
-    if (keep_as_alternate) unmeasured = model;
+    if (measured_again) unmeasured = model;
   }
 
   // Every group measures at once, as the algorithms run; rank 0's numbers are kept (those of
@@ -972,13 +983,13 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
   }
 
   bool measured = !plan.empty();
-  if (rank == 0 && keep_as_alternate && verdict.new_state &&
+  if (rank == 0 && measured_again && verdict.new_state &&
       std::max(RecheckPrice(model, peers.size()) / verdict.now,
                verdict.now / RecheckPrice(model, peers.size())) > kDisturbedRatio) {
     // The host left the slow state the recheck found while the direct curves were measured (that
     // VM did in one measurement of four): the curves are of no one state, and the files stay as
-    // they were. (A cache measured again as disturbed is replaced whatever the host does: what
-    // replaces it is no slower.)
+    // they were. (A state measured because the host ran faster is kept whatever the host does:
+    // it is no slower than what stood in.)
     DebugLog(DebugLevel::kInfo,
              absl::StrFormat("rank 0: the host left the state it was found in while it was "
                              "measured (shm_direct's %d-byte all-reduce took %.1f us, and "
@@ -986,7 +997,7 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
                              kRecheckBytes, verdict.now * 1e6,
                              RecheckPrice(model, peers.size()) * 1e6, Since(start) * 1e3));
     model = *std::move(unmeasured);
-    keep_as_alternate = false;
+    measured_again = false;
     measured = false;
   }
   if (rank == 0) {
@@ -997,20 +1008,21 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
                                                  Since(start) * 1e3, " ms"));
       }
       if (!cache.empty()) {
-        if (keep_as_alternate) {
-          if (absl::Status s = WriteFileAtomically(AlternateCachePath(cache), cached_text);
-              !s.ok()) {
-            DebugLog(DebugLevel::kWarn, absl::StrCat("rank 0: not keeping the replaced tuning "
-                                                     "cache as the alternate: ",
-                                                     s.message()));
+        // A state measured again joins those on file, first; with kMaxHostStates on file, it
+        // takes the place of the one priced nearest it (a state measured twice, in effect: that
+        // VM's middle state came out at 112 and 137 us), so the farthest states stay.
+        if (!measured_again) states.clear();
+        if (states.size() >= static_cast<size_t>(kMaxHostStates)) {
+          const double price = RecheckPrice(model, peers.size());
+          auto apart = [&](double other) { return std::max(other / price, price / other); };
+          size_t nearest = 0;
+          for (size_t i = 1; i < states.size(); ++i) {
+            if (apart(prices[i]) < apart(prices[nearest])) nearest = i;
           }
+          states.erase(states.begin() + static_cast<std::ptrdiff_t>(nearest));
         }
-        if (absl::Status s = WriteFileAtomically(cache, TuningCacheRevisionLine() + model.Format());
-            !s.ok()) {
-          DebugLog(DebugLevel::kWarn,
-                   absl::StrCat("rank 0: not caching the tuning: ", s.message()));
-          model.set_source("measured");
-        }
+        states.insert(states.begin(), TuningCacheRevisionLine() + model.Format());
+        if (!WriteStates(cache, states)) model.set_source("measured");
       }
     }
     if (absl::Status s =

@@ -7,14 +7,15 @@
 //     $XDG_CACHE_HOME/weft, else ~/.cache/weft); what this communicator uses and the cache lacks
 //     is measured, and rank 0 rewrites the cache (atomically). A cache measured by another
 //     revision of the algorithms (its first line) is measured again. A cache that holds
-//     shm_direct's curves is checked first, once a process (5-20 ms on 2 ranks): when shm_direct's
-//     1 MiB all-reduce now takes under two thirds of its cached price, the cache was measured while
-//     the host was disturbed, and the direct curves are measured again; the cache they replace is
-//     kept as the alternate (AlternateCachePath), which stands in for the cache whenever the
-//     cache's price is off what the all-reduce takes now by over 1.5x either way and the
-//     alternate's is nearer (the host found in another lasting state). With no alternate yet, a
-//     host found over 1.5x slower, steadily and with its cores to itself, is measured in that
-//     state the same way (JudgeRecheck; tuner_calibration.cc, kRecheckBytes). The shm class: a ring
+//     shm_direct's curves is checked first, once a process (5-20 ms on 2 ranks), against the host
+//     as it runs now: shm_direct's 1 MiB all-reduce is timed. When the cache prices it over 1.5x
+//     off either way, the nearest of its alternates (AlternateCachePath: other lasting states of
+//     the host, as measured in them) stands in; when none is within 1.5x, the direct curves are
+//     measured in the state the host is in now and kept as a state of their own. A host found
+//     faster than that is measured at once (the cache was measured while the host was
+//     disturbed); one found slower only when it runs so steadily, with its cores to itself, and
+//     fewer than kMaxHostStates states are on file (JudgeRecheck; tuner_calibration.cc,
+//     kRecheckBytes). The shm class: a ring
 //     all-reduce inside every node at once; the net class: a ring all-reduce across nodes in every
 //     lane at once; shm_direct and cma_direct (one host): each of their all-reduce, reduce-scatter,
 //     all-gather and broadcast, out of place; over several nodes (up to 32 ranks), the anchors:
@@ -30,7 +31,6 @@
 // with the same numbers and choose the same algorithms.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,22 +47,24 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
 // The cache file rank 0 of a communicator on this host reads and writes ("" when neither
 // WEFT_CACHE_DIR, XDG_CACHE_HOME nor HOME is set).
 std::string TuningCachePath();
-// Where a cache measured again as disturbed is kept, as another state the host may be found
-// in (`cache`: a TuningCachePath()).
-std::string AlternateCachePath(const std::string& cache);
+// A host's cache keeps up to kMaxHostStates lasting states of the host, each as measured in it:
+// the cache itself, last used, and alternates, in the order they were last used.
+inline constexpr int kMaxHostStates = 3;
+// Where the `i`th alternate of `cache` (a TuningCachePath()) is kept, 1 <= i < kMaxHostStates.
+std::string AlternateCachePath(const std::string& cache, int i);
 // What a job's check of the tuning cache against the host as it runs now decides.
 struct RecheckVerdict {
-  bool take_alternate = false;  // the alternate cache stands in for the cache
-  bool measure_again = false;   // the direct curves are measured again (what stood in is then kept
-                                // as the alternate)
-  bool new_state = false;       // ... because the host runs steadily slower than any state on file
-  double now = 0;               // the samples' median
-  std::string explanation;      // for WEFT_DEBUG=INFO
+  int stand_in = 0;            // the state that stands in: an index into the prices judged
+  bool measure_again = false;  // the direct curves are measured again, as a state of their own
+  bool new_state = false;      // ... because the host runs steadily slower than the states on file
+  double now = 0;              // the samples' median
+  std::string explanation;     // for WEFT_DEBUG=INFO
 };
-// `cached` and `alternate` (none on file: nullopt): their prices of shm_direct's 1 MiB
-// all-reduce; `samples`: what it takes now, in seconds (see LoadOrCalibrate).
-RecheckVerdict JudgeRecheck(double cached, std::optional<double> alternate,
-                            const std::vector<double>& samples, double cpu_share);
+// `prices`: each state's price of shm_direct's 1 MiB all-reduce, the cache's first, then its
+// alternates'; `samples`: what it takes now, in seconds; `cpu_share`: the part of the samples'
+// time rank 0 ran on a core (see LoadOrCalibrate).
+RecheckVerdict JudgeRecheck(const std::vector<double>& prices, const std::vector<double>& samples,
+                            double cpu_share);
 // The cache's first line: the revision of the algorithms it was measured with.
 std::string TuningCacheRevisionLine();
 
