@@ -751,9 +751,7 @@ RecheckVerdict JudgeRecheck(const std::vector<double>& prices, const std::vector
   }
   const auto [fastest, slowest] = std::minmax_element(samples.begin(), samples.end());
   std::string why_not;
-  if (prices.size() >= static_cast<size_t>(kMaxHostStates)) {
-    why_not = absl::StrCat(kMaxHostStates, " states are on file");
-  } else if (cpu_share < kAloneCpuShare) {
+  if (cpu_share < kAloneCpuShare) {
     why_not = "something else shares the cores";
   } else if (*slowest > kSteadySpread * *fastest) {
     why_not = "the samples scatter";

@@ -13,9 +13,8 @@
 //     the host, as measured in them) stands in; when none is within 1.5x, the direct curves are
 //     measured in the state the host is in now and kept as a state of their own. A host found
 //     faster than that is measured at once (the cache was measured while the host was
-//     disturbed); one found slower only when it runs so steadily, with its cores to itself, and
-//     fewer than kMaxHostStates states are on file (JudgeRecheck; tuner_calibration.cc,
-//     kRecheckBytes). The shm class: a ring
+//     disturbed); one found slower only when it runs so steadily, with its cores to itself
+//     (JudgeRecheck; tuner_calibration.cc, kRecheckBytes). The shm class: a ring
 //     all-reduce inside every node at once; the net class: a ring all-reduce across nodes in every
 //     lane at once; shm_direct and cma_direct (one host): each of their all-reduce, reduce-scatter,
 //     all-gather and broadcast, out of place; over several nodes (up to 32 ranks), the anchors:
