@@ -539,8 +539,9 @@ TEST(Recheck, ACachePricedSlowerThanTheHostRunsNowIsMeasuredAgain) {
 // and kept as a state of its own.
 TEST(Recheck, AHostSteadilySlowerThanEveryStateIsMeasuredInItsNewState) {
   // However many states are on file: the new one takes the place of the nearest (LoadOrCalibrate).
-  for (const std::vector<double>& prices :
-       {std::vector<double>{kCached}, {kCached, 60e-6}, std::vector<double>(kMaxHostStates, kCached)}) {
+  for (const std::vector<double>& prices : {std::vector<double>{kCached},
+                                            {kCached, 60e-6},
+                                            std::vector<double>(kMaxHostStates, kCached)}) {
     const RecheckVerdict verdict = JudgeRecheck(prices, kSteadilySlower, 1);
     EXPECT_TRUE(verdict.measure_again);
     EXPECT_TRUE(verdict.new_state);

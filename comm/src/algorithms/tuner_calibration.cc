@@ -618,6 +618,9 @@ bool FirstCheckOfCache(const std::string& cache, int ranks) {
   return checked->emplace(cache, ranks).second;
 }
 
+// How far apart two times are, as a ratio either way (>= 1).
+double Apart(double a, double b) { return std::max(a / b, b / a); }
+
 // A model's price of the recheck's all-reduce (shm_direct's, of kRecheckBytes) on `ranks`, in
 // seconds.
 double RecheckPrice(const CostModel& model, int ranks) {
@@ -720,8 +723,7 @@ std::string AlternateCachePath(const std::string& cache, int i) {
 RecheckVerdict JudgeRecheck(const std::vector<double>& prices, const std::vector<double>& samples,
                             double cpu_share) {
   const double now = Median(samples);
-  // How far a price is from now, as a ratio either way.
-  auto off = [&](double price) { return std::max(price / now, now / price); };
+  auto off = [&](double price) { return Apart(price, now); };
   auto us = [](double seconds) { return absl::StrFormat("%.1f us", seconds * 1e6); };
   RecheckVerdict verdict;
   verdict.now = now;
@@ -981,9 +983,8 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
   }
 
   bool measured = !plan.empty();
-  if (rank == 0 && measured_again && verdict.new_state &&
-      std::max(RecheckPrice(model, peers.size()) / verdict.now,
-               verdict.now / RecheckPrice(model, peers.size())) > kDisturbedRatio) {
+  const double measured_price = measured_again ? RecheckPrice(model, peers.size()) : 0;
+  if (measured_again && verdict.new_state && Apart(measured_price, verdict.now) > kDisturbedRatio) {
     // The host left the slow state the recheck found while the direct curves were measured (that
     // VM did in one measurement of four): the curves are of no one state, and the files stay as
     // they were. (A state measured because the host ran faster is kept whatever the host does:
@@ -992,8 +993,8 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
              absl::StrFormat("rank 0: the host left the state it was found in while it was "
                              "measured (shm_direct's %d-byte all-reduce took %.1f us, and "
                              "%.1f us as measured in %.0f ms): keeping the cache as it was",
-                             kRecheckBytes, verdict.now * 1e6,
-                             RecheckPrice(model, peers.size()) * 1e6, Since(start) * 1e3));
+                             kRecheckBytes, verdict.now * 1e6, measured_price * 1e6,
+                             Since(start) * 1e3));
     model = *std::move(unmeasured);
     measured_again = false;
     measured = false;
@@ -1011,11 +1012,11 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
         // VM's middle state came out at 112 and 137 us), so the farthest states stay.
         if (!measured_again) states.clear();
         if (states.size() >= static_cast<size_t>(kMaxHostStates)) {
-          const double price = RecheckPrice(model, peers.size());
-          auto apart = [&](double other) { return std::max(other / price, price / other); };
           size_t nearest = 0;
           for (size_t i = 1; i < states.size(); ++i) {
-            if (apart(prices[i]) < apart(prices[nearest])) nearest = i;
+            if (Apart(prices[i], measured_price) < Apart(prices[nearest], measured_price)) {
+              nearest = i;
+            }
           }
           states.erase(states.begin() + static_cast<std::ptrdiff_t>(nearest));
         }
