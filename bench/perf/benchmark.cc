@@ -69,6 +69,12 @@ absl::Status Annotate(const absl::Status& status, const std::string& what) {
   return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
 }
 
+// Which variant failed, with -V.
+absl::Status InVariant(const absl::Status& status, const Variant& variant) {
+  if (variant.name.empty()) return status;
+  return Annotate(status, absl::StrCat("variant ", variant.name));
+}
+
 // The next size of the sweep, or 0 when it would pass -e.
 size_t NextSize(size_t size, const Options& o) {
   if (o.step_factor > 1) {
@@ -81,14 +87,15 @@ size_t NextSize(size_t size, const Options& o) {
 
 }  // namespace
 
-Benchmark::Benchmark(Communicator& comm, const Options& options, const Collective& collective,
-                     Report& report)
-    : comm_(comm),
+Benchmark::Benchmark(std::vector<Variant> variants, const Options& options,
+                     const Collective& collective, Report& report)
+    : variants_(std::move(variants)),
+      comm_(variants_.front().comm),
       options_(options),
       collective_(collective),
       report_(report),
-      rank_(comm.rank()),
-      ranks_(comm.size()),
+      rank_(comm_->rank()),
+      ranks_(comm_->size()),
       send_buffer_(nullptr, FreeBuffer),
       recv_buffer_(nullptr, FreeBuffer) {}
 
@@ -147,8 +154,32 @@ Benchmark::Case Benchmark::MakeCase(size_t size, DataType type, ReduceOp op, int
 }
 
 absl::Status Benchmark::TimeTest(DataType type, ReduceOp op, int root) {
+  for (const Variant& variant : variants_) {
+    comm_ = variant.comm;
+    if (absl::Status s = WarmUp(type, op, root); !s.ok()) return InVariant(s, variant);
+  }
+  size_t turn = 0;
+  for (int cycle = 1; options_.run_cycles == 0 || cycle <= options_.run_cycles; ++cycle) {
+    for (size_t size = options_.min_bytes;; size = NextSize(size, options_)) {
+      // The variant that goes first rotates, so that none always follows the same one (whose
+      // progress thread may still be polling) or always starts the size.
+      for (size_t k = 0; k < variants_.size(); ++k) {
+        const Variant& variant = variants_[(turn + k) % variants_.size()];
+        comm_ = variant.comm;
+        if (absl::Status s = TimeRow(cycle, size, type, op, root, variant.name); !s.ok()) {
+          return InVariant(s, variant);
+        }
+      }
+      ++turn;
+      if (NextSize(size, options_) == 0) break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Benchmark::WarmUp(DataType type, ReduceOp op, int root) {
   if (absl::Status s = Barrier(); !s.ok()) return s;
-  // Warm-up: every size from -b, doubling, as nccl-tests does whatever the step.
+  // Every size from -b, doubling, as nccl-tests does whatever the step.
   for (size_t size = options_.min_bytes; size <= options_.max_bytes; size *= 2) {
     const Case c = MakeCase(size, type, op, root, false);
     InFlight warmup;
@@ -160,35 +191,35 @@ absl::Status Benchmark::TimeTest(DataType type, ReduceOp op, int root) {
     if (absl::Status s = warmup.WaitAll(); !s.ok()) return Annotate(s, "warm-up");
     if (size == 0 || size > options_.max_bytes / 2) break;
   }
+  return absl::OkStatus();
+}
+
+absl::Status Benchmark::TimeRow(int cycle, size_t size, DataType type, ReduceOp op, int root,
+                                const std::string& variant) {
   const char* redop = collective_.op_column() == OpColumn::kNone ? "none" : Name(op);
-  for (int cycle = 1; options_.run_cycles == 0 || cycle <= options_.run_cycles; ++cycle) {
-    for (size_t size = options_.min_bytes;; size = NextSize(size, options_)) {
-      const Case out_of_place = MakeCase(size, type, op, root, false);
-      report_.BeginRow(static_cast<int64_t>(out_of_place.bytes),
-                       static_cast<int64_t>(out_of_place.layout.param_count), Name(type), redop,
-                       root);
-      const std::optional<Prediction> prediction = Predict(out_of_place);
-      for (bool in_place : {false, true}) {
-        const Case c = MakeCase(size, type, op, root, in_place);
-        Measurement m{.cycle = cycle,
-                      .bytes = static_cast<int64_t>(c.bytes),
-                      .count = static_cast<int64_t>(c.layout.param_count),
-                      .type = Name(type),
-                      .redop = redop,
-                      .root = root,
-                      .in_place = in_place,
-                      .wrong = std::nullopt,
-                      .prediction = prediction};
-        if (absl::Status s = BenchTime(c, &m); !s.ok()) {
-          return Annotate(s, absl::StrCat(c.bytes, " B ", Name(type), " ", redop, " root ", root,
-                                          in_place ? " in-place" : " out-of-place"));
-        }
-        report_.AddHalf(m);
-      }
-      report_.EndRow();
-      if (NextSize(size, options_) == 0) break;
+  const Case out_of_place = MakeCase(size, type, op, root, false);
+  report_.BeginRow(static_cast<int64_t>(out_of_place.bytes),
+                   static_cast<int64_t>(out_of_place.layout.param_count), Name(type), redop, root);
+  const std::optional<Prediction> prediction = Predict(out_of_place);
+  for (bool in_place : {false, true}) {
+    const Case c = MakeCase(size, type, op, root, in_place);
+    Measurement m{.cycle = cycle,
+                  .bytes = static_cast<int64_t>(c.bytes),
+                  .count = static_cast<int64_t>(c.layout.param_count),
+                  .type = Name(type),
+                  .redop = redop,
+                  .root = root,
+                  .in_place = in_place,
+                  .wrong = std::nullopt,
+                  .prediction = prediction,
+                  .variant = variant};
+    if (absl::Status s = BenchTime(c, &m); !s.ok()) {
+      return Annotate(s, absl::StrCat(c.bytes, " B ", Name(type), " ", redop, " root ", root,
+                                      in_place ? " in-place" : " out-of-place"));
     }
+    report_.AddHalf(m);
   }
+  report_.EndRow();
   return absl::OkStatus();
 }
 
@@ -207,7 +238,7 @@ absl::Status Benchmark::BenchTime(const Case& c, Measurement* out) {
   InFlight timed;
   const Clock::time_point start = Clock::now();
   for (int iter = 0; iter < options_.iters; ++iter) {
-    if (grouped) comm_.GroupStart();
+    if (grouped) comm_->GroupStart();
     for (int a = 0; a < options_.agg_iters; ++a) {
       absl::StatusOr<Work> issued = Issue(c, iter * options_.agg_iters + a, grouped);
       if (!issued.ok()) return Annotate(issued.status(), "timed iteration");
@@ -216,7 +247,7 @@ absl::Status Benchmark::BenchTime(const Case& c, Measurement* out) {
       }
     }
     if (grouped) {
-      const Work group = comm_.GroupEnd();
+      const Work group = comm_->GroupEnd();
       if (absl::Status s = timed.Add(group); !s.ok()) return Annotate(s, "timed iteration");
       if (options_.blocking > 0) {
         if (absl::Status s = group.Wait(); !s.ok()) return Annotate(s, "timed iteration");
@@ -255,8 +286,8 @@ std::optional<Prediction> Benchmark::Predict(const Case& c) const {
   } else if (c.layout.param_count == 0) {
     prediction.algorithm = "none";
   } else {
-    prediction.algorithm = comm_.AlgorithmFor(collective, c.bytes);
-    const double seconds = comm_.PredictedSeconds(collective, c.bytes);
+    prediction.algorithm = comm_->AlgorithmFor(collective, c.bytes);
+    const double seconds = comm_->PredictedSeconds(collective, c.bytes);
     if (seconds > 0) prediction.predicted_us = seconds * 1e6;
   }
   return prediction;
@@ -277,7 +308,7 @@ Benchmark::Pointers Benchmark::At(const Case& c, int iter) const {
 
 absl::StatusOr<Work> Benchmark::Issue(const Case& c, int iter, bool in_group) {
   const Pointers p = At(c, iter);
-  Work work = collective_.Run(comm_, p.send, p.recv, c.layout.param_count, c.type, c.op, c.root);
+  Work work = collective_.Run(*comm_, p.send, p.recv, c.layout.param_count, c.type, c.op, c.root);
   if (options_.blocking > 0 && !in_group) {
     if (absl::Status s = work.Wait(); !s.ok()) return s;
     if (options_.blocking == 1) {
@@ -307,7 +338,7 @@ absl::StatusOr<std::optional<int64_t>> Benchmark::Check(const Case& c) {
     for (const Block& block : expected) counts[0] += data.CountWrong(p.recv, block);
     counts[1] = counts[0] > 0 ? 1 : 0;
     if (absl::Status s =
-            comm_.AllReduce(counts, counts, 2, DataType::kInt64, ReduceOp::kSum).Wait();
+            comm_->AllReduce(counts, counts, 2, DataType::kInt64, ReduceOp::kSum).Wait();
         !s.ok()) {
       return Annotate(s, "summing wrong values over ranks");
     }
@@ -332,7 +363,7 @@ absl::StatusOr<double> Benchmark::CombineTime(double seconds) {
                       : options_.average == 3 ? ReduceOp::kMax
                                               : ReduceOp::kSum;
   double combined = seconds;
-  if (absl::Status s = comm_.AllReduce(&combined, &combined, 1, DataType::kFloat64, op).Wait();
+  if (absl::Status s = comm_->AllReduce(&combined, &combined, 1, DataType::kFloat64, op).Wait();
       !s.ok()) {
     return Annotate(s, "combining times over ranks");
   }
@@ -340,7 +371,7 @@ absl::StatusOr<double> Benchmark::CombineTime(double seconds) {
 }
 
 absl::Status Benchmark::Barrier() {
-  if (absl::Status s = comm_.Barrier().Wait(); !s.ok()) return Annotate(s, "barrier");
+  if (absl::Status s = comm_->Barrier().Wait(); !s.ok()) return Annotate(s, "barrier");
   return absl::OkStatus();
 }
 

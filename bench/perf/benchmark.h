@@ -11,6 +11,10 @@
 // With -P each size also asks the communicator which algorithm it runs and what the tuner
 // predicts for it (Communicator::AlgorithmFor, PredictedSeconds), for the row's extra columns.
 //
+// With -V several variants (communicators that force different algorithms, or none) are
+// measured in one run: each warms up in turn, then at every size of every cycle each times its
+// row, the variant that goes first rotating from one size to the next.
+//
 // Timed iteration i works at offset (i mod (max size / size)) x size into buffers of the largest
 // size, so consecutive operations do not reuse the same cache lines; checks use offset 0, so the
 // timed iterations cannot affect them.
@@ -20,6 +24,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -30,10 +36,17 @@
 
 namespace weft::perf {
 
+// One communicator a run measures: without -V the only one (unnamed), with -V one per variant.
+struct Variant {
+  std::string name;  // -V's name: "auto" or an algorithm; empty without -V
+  Communicator* comm;
+};
+
 class Benchmark {
  public:
-  // All references must outlive the Benchmark.
-  Benchmark(Communicator& comm, const Options& options, const Collective& collective,
+  // `variants` holds at least one; its communicators (of the same ranks) and all references must
+  // outlive the Benchmark.
+  Benchmark(std::vector<Variant> variants, const Options& options, const Collective& collective,
             Report& report);
   ~Benchmark();
 
@@ -57,6 +70,11 @@ class Benchmark {
   };
 
   absl::Status TimeTest(DataType type, ReduceOp op, int root);
+  // The current variant's warm-up: -w operations of every size from -b, doubling.
+  absl::Status WarmUp(DataType type, ReduceOp op, int root);
+  // The current variant's row for one size: both halves, reported.
+  absl::Status TimeRow(int cycle, size_t size, DataType type, ReduceOp op, int root,
+                       const std::string& variant);
   absl::Status BenchTime(const Case& c, Measurement* out);
   // -P's algorithm and predicted time for the case (without the measured ratio); empty without -P.
   std::optional<Prediction> Predict(const Case& c) const;
@@ -73,7 +91,8 @@ class Benchmark {
   void InjectErrors(const Case& c, void* recv) const;
   Case MakeCase(size_t size, DataType type, ReduceOp op, int root, bool in_place) const;
 
-  Communicator& comm_;
+  const std::vector<Variant> variants_;
+  Communicator* comm_;  // the variant being measured
   const Options& options_;
   const Collective& collective_;
   Report& report_;

@@ -63,6 +63,8 @@ JsonReport::~JsonReport() {
 void JsonReport::SetRun(const Options& o, const std::string& program, int ranks) {
   std::vector<std::string> args;
   for (const std::string& arg : o.args) args.push_back(JsonQuote(arg));
+  std::vector<std::string> variants;
+  for (const std::string& variant : o.variants) variants.push_back(JsonQuote(variant));
   const std::string step = o.step_factor > 1 ? absl::StrCat("\"step_factor\": ", o.step_factor)
                                              : absl::StrCat("\"step_bytes\": ", o.step_bytes);
   run_ = absl::StrCat(
@@ -76,6 +78,7 @@ void JsonReport::SetRun(const Options& o, const std::string& program, int ranks)
       ", \"validation\": ", o.check, ", \"blocking\": ", o.blocking, ", \"average\": ", o.average,
       ", \"report_cputime\": ", Bool(o.report_cputime), ", \"unalign\": ", o.unalign,
       ", \"timeout_s\": ", o.timeout_s, ", \"algorithm\": ", JsonQuote(o.algorithm),
+      ", \"variants\": [", absl::StrJoin(variants, ", "), "]",
       ", \"inject_errors\": ", o.inject_errors, ", \"predicted\": ", Bool(o.predicted), "}");
 }
 
@@ -99,13 +102,14 @@ void JsonReport::Add(const Measurement& m) {
   }
   AppendMember(
       &results_,
-      absl::StrCat("{\"cycle\": ", m.cycle, ", \"size\": ", m.bytes, ", \"count\": ", m.count,
-                   ", \"type\": ", JsonQuote(m.type), ", \"redop\": ", JsonQuote(m.redop),
-                   ", \"root\": ", m.root,
-                   ", \"placement\": ", JsonQuote(m.in_place ? "in-place" : "out-of-place"),
-                   ", \"time_us\": ", Number(m.time_us), ", \"algbw\": ", Number(m.algbw),
-                   ", \"busbw\": ", Number(m.busbw), ", \"wrong\": ",
-                   m.wrong.has_value() ? absl::StrCat(*m.wrong) : "null", prediction, "}"));
+      absl::StrCat(
+          "{\"cycle\": ", m.cycle, ", \"size\": ", m.bytes, ", \"count\": ", m.count,
+          ", \"type\": ", JsonQuote(m.type), ", \"redop\": ", JsonQuote(m.redop), ", \"root\": ",
+          m.root, ", \"placement\": ", JsonQuote(m.in_place ? "in-place" : "out-of-place"),
+          ", \"time_us\": ", Number(m.time_us), ", \"algbw\": ", Number(m.algbw),
+          ", \"busbw\": ", Number(m.busbw),
+          ", \"wrong\": ", m.wrong.has_value() ? absl::StrCat(*m.wrong) : "null", prediction,
+          m.variant.empty() ? "" : absl::StrCat(", \"variant\": ", JsonQuote(m.variant)), "}"));
 }
 
 absl::Status JsonReport::Finish(int out_of_bounds, double average_busbw,

@@ -30,6 +30,7 @@ struct Measurement {
   double busbw = 0;
   std::optional<int64_t> wrong;          // summed over ranks; empty when not checked
   std::optional<Prediction> prediction;  // only with -P
+  std::string variant;                   // -V: the variant measured; empty without -V
 };
 
 }  // namespace weft::perf

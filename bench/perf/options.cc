@@ -5,8 +5,11 @@
 #include <optional>
 #include <string_view>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "perf/byte_size.h"
 
@@ -86,6 +89,22 @@ void NoteIgnored(char flag, absl::string_view value, absl::string_view meaning,
   notes->push_back(absl::StrCat("-", std::string(1, flag), " ", value, " ignored: ", meaning));
 }
 
+// -V auto,ring,...: distinct names, each "auto" or one algorithm for every collective (the
+// communicator rejects names it does not know when it is created).
+absl::Status ParseVariants(absl::string_view arg, Options* o) {
+  o->variants.clear();
+  for (absl::string_view name : absl::StrSplit(arg, ',')) {
+    if (name.empty() || absl::StrContains(name, '=')) {
+      return Invalid('V', arg, "a comma-separated list of algorithm names or auto");
+    }
+    if (absl::c_linear_search(o->variants, name)) {
+      return Invalid('V', arg, absl::StrCat("each variant once (", name, " repeats)"));
+    }
+    o->variants.emplace_back(name);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
@@ -115,6 +134,7 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
                                  {"unalign", required_argument, nullptr, 'u'},
                                  {"algorithm", required_argument, nullptr, 'A'},
                                  {"predicted", required_argument, nullptr, 'P'},
+                                 {"variants", required_argument, nullptr, 'V'},
                                  {"inject_errors", required_argument, nullptr, kInjectErrors},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
@@ -125,7 +145,7 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
   opterr = 0;
   optind = 1;
   int c;
-  while ((c = getopt_long(argc, argv, ":t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:J:a:R:u:A:P:h",
+  while ((c = getopt_long(argc, argv, ":t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:J:a:R:u:A:P:V:h",
                           kLong, nullptr)) != -1) {
     const absl::string_view arg = optarg != nullptr ? optarg : "";
     absl::Status status;
@@ -221,6 +241,9 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
       case 'P':
         assign(ParseSwitch('P', arg), &o.predicted);
         break;
+      case 'V':
+        status = ParseVariants(arg, &o);
+        break;
       case kInjectErrors:
         if (!absl::SimpleAtoi(arg, &o.inject_errors) || o.inject_errors < 0) {
           status = absl::InvalidArgumentError(
@@ -244,6 +267,11 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", argv[optind], "': every setting is a flag"));
   }
+  if (!o.variants.empty() && !o.algorithm.empty()) {
+    return absl::InvalidArgumentError("-A and -V both choose algorithms: give one of them");
+  }
+  // A variant's row is read by the algorithm that ran: "auto" names none.
+  if (!o.variants.empty()) o.predicted = true;
   if (o.min_bytes > o.max_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "invalid sizes for 'minbytes' and 'maxbytes': ", o.min_bytes, " > ", o.max_bytes));
@@ -283,6 +311,10 @@ std::string Usage(const std::string& program) {
 	[-A,--algorithm <name or collective=name,...>] Weft algorithm (default: WEFT_ALGO, else auto)
 	[-P,--predicted <0/1>] add columns: the algorithm that ran, the tuner's predicted time for
 	                       it and measured/predicted per half (default 0: nccl-tests' table)
+	[-V,--variants <auto,name,...>] time these algorithms side by side in one run ("auto": the
+	                       tuner's choice), each on a communicator of its own, taking turns at
+	                       every size of every cycle; one row each, with -P's columns and the
+	                       variant's name after them
 	[--inject_errors <n>] debugging: after each check, flip a bit in the first n received
 	                      elements on every checking rank, to see failures reported
 	[-R,--local_register <0/1/2>] 1 or 2: buffers from weft::AllocShared, read in place by peers

@@ -1,4 +1,4 @@
-// The *_perf command line: nccl-tests' flags, defaults and meanings, plus Weft's -A and -P.
+// The *_perf command line: nccl-tests' flags, defaults and meanings, plus Weft's -A, -P and -V.
 //
 // The project's nccl-tests contract (shared/specs/nccl-tests.md) lists what is mirrored. GPU-
 // and thread-specific flags (-t, -g, -p, -y, -G) are accepted so that existing scripts run;
@@ -43,6 +43,10 @@ struct Options {
   // measured/predicted per half (columns after nccl-tests' own, so the default table stays
   // theirs, character for character).
   bool predicted = false;
+  // -V: algorithms ("auto" for the tuner's choice) timed side by side in one run, each on a
+  // communicator of its own, taking turns at every size of every cycle, so that all of them see
+  // the same state of the machine; each gets its own row, with -P's columns and its name.
+  std::vector<std::string> variants;
   // --inject_errors N, a debugging aid: after each check operation, every checking rank flips
   // one bit in the first N elements it received, which proves that wrong values reach #wrong,
   // the footer, the JSON report and the exit status (e.g. when validating a CI pipeline).

@@ -81,7 +81,8 @@ class Tool {
 
   int Run(const std::vector<std::string>& notes) {
     CommOptions comm_options;
-    comm_options.algorithm = options_.algorithm;
+    comm_options.algorithm =
+        options_.variants.empty() ? options_.algorithm : options_.variants.front();
     // -R puts every rank's buffers in AllocShared memory: the tuner should know (as
     // nccl-tests' -R registers buffers with the communicator).
     comm_options.shared_buffers = options_.local_register != 0;
@@ -97,9 +98,10 @@ class Tool {
       return ExitCodeFor(comm.status());
     }
     comm_ = std::move(*comm);
-    watchdog_.Watch(comm_.get());
-    const int status = RunWithCommunicator(notes);
-    watchdog_.Watch(nullptr);
+    watchdog_.Watch({comm_.get()});
+    const int status = RunWithCommunicator(notes, comm_options);
+    watchdog_.Watch({});
+    variant_comms_.clear();
     comm_.reset();
     return status;
   }
@@ -107,7 +109,28 @@ class Tool {
  private:
   bool leader() const { return comm_->rank() == 0; }
 
-  int RunWithCommunicator(const std::vector<std::string>& notes) {
+  // -V: the first variant runs on comm_; each other one on a child of it that forces it.
+  absl::StatusOr<std::vector<Variant>> MakeVariants(const CommOptions& comm_options) {
+    if (options_.variants.empty()) return std::vector<Variant>{{"", comm_.get()}};
+    std::vector<Variant> variants = {{options_.variants.front(), comm_.get()}};
+    std::vector<Communicator*> watched = {comm_.get()};
+    for (size_t i = 1; i < options_.variants.size(); ++i) {
+      CommOptions forced = comm_options;
+      forced.algorithm = options_.variants[i];
+      absl::StatusOr<std::unique_ptr<Communicator>> child = comm_->Split(0, comm_->rank(), forced);
+      if (!child.ok()) {
+        return absl::Status(child.status().code(), absl::StrCat("variant ", options_.variants[i],
+                                                                ": ", child.status().message()));
+      }
+      variant_comms_.push_back(*std::move(child));
+      variants.push_back({options_.variants[i], variant_comms_.back().get()});
+      watched.push_back(variant_comms_.back().get());
+    }
+    watchdog_.Watch(std::move(watched));
+    return variants;
+  }
+
+  int RunWithCommunicator(const std::vector<std::string>& notes, const CommOptions& comm_options) {
     if (leader()) {
       for (const std::string& note : notes) {
         std::fprintf(stderr, "%s: %s\n", program_.c_str(), note.c_str());
@@ -117,17 +140,21 @@ class Tool {
     }
     absl::StatusOr<std::vector<RankInfo>> devices = GatherRankInfo(*comm_);
     if (!devices.ok()) return Finish(nullptr, devices.status());
+    absl::StatusOr<std::vector<Variant>> variants = MakeVariants(comm_options);
+    if (!variants.ok()) return Finish(nullptr, variants.status());
     if (leader()) {
       std::printf("# Using devices\n");
       for (const RankInfo& info : *devices) std::printf("%s", DeviceLine(info).c_str());
-      std::printf("%s", ResultHeader(options_.report_cputime, options_.predicted).c_str());
+      std::printf("%s", ResultHeader(options_.report_cputime, options_.predicted,
+                                     !options_.variants.empty())
+                            .c_str());
       if (json_ != nullptr) {
         json_->SetRun(options_, program_, comm_->size());
         json_->SetDevices(*devices);
       }
     }
     Report report(leader(), json_.get());
-    Benchmark benchmark(*comm_, options_, collective_, report);
+    Benchmark benchmark(*std::move(variants), options_, collective_, report);
     return Finish(&report, benchmark.Run());
   }
 
@@ -215,6 +242,7 @@ class Tool {
   Watchdog watchdog_;
   std::unique_ptr<JsonReport> json_;
   std::unique_ptr<Communicator> comm_;
+  std::vector<std::unique_ptr<Communicator>> variant_comms_;  // -V's children of comm_
 };
 
 }  // namespace

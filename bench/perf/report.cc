@@ -9,6 +9,7 @@ namespace weft::perf {
 void Report::BeginRow(int64_t bytes, int64_t count, const char* type, const char* redop, int root) {
   row_ = RowPreamble(bytes, count, type, redop, root);
   prediction_.reset();
+  variant_.clear();
   ratios_[0].reset();
   ratios_[1].reset();
 }
@@ -19,6 +20,7 @@ void Report::AddHalf(const Measurement& half) {
     if (!prediction_.has_value()) prediction_ = half.prediction;
     ratios_[half.in_place ? 1 : 0] = half.prediction->measured_over_predicted;
   }
+  variant_ = half.variant;
   busbw_sum_ += half.busbw;
   ++halves_;
   if (half.wrong.has_value()) wrong_total_ += *half.wrong;
@@ -30,6 +32,7 @@ void Report::EndRow() {
     row_ +=
         RowPrediction(prediction_->algorithm, prediction_->predicted_us, ratios_[0], ratios_[1]);
   }
+  if (!variant_.empty()) row_ += RowVariant(variant_);
   if (prints_) std::printf("%s\n", row_.c_str());
   row_.clear();
 }

@@ -17,7 +17,7 @@ class Report {
   Report(bool prints, JsonReport* json) : prints_(prints), json_(json) {}
 
   // A row is printed whole once both halves are in, so output never holds a partial line. Halves
-  // that carry a Prediction (-P) add its columns after both halves.
+  // that carry a Prediction (-P) add its columns after both halves, and a variant (-V) its name.
   void BeginRow(int64_t bytes, int64_t count, const char* type, const char* redop, int root);
   void AddHalf(const Measurement& half);
   void EndRow();
@@ -35,6 +35,7 @@ class Report {
   JsonReport* const json_;
   std::string row_;
   std::optional<Prediction> prediction_;  // the row's, from its first half
+  std::string variant_;                   // the row's, from its first half (-V)
   std::optional<double> ratios_[2];       // measured/predicted: out-of-place, in-place
   int out_of_bounds_ = 0;
   double busbw_sum_ = 0;

@@ -34,7 +34,7 @@ std::string FormatNumber(double value, int width) {
   return absl::StrFormat("%*.0e", width, value);
 }
 
-std::string ResultHeader(bool cputime, bool predicted) {
+std::string ResultHeader(bool cputime, bool predicted, bool variants) {
   const char* time = cputime ? "cputime" : "time";
   std::string lines[3] = {
       absl::StrFormat(
@@ -53,6 +53,11 @@ std::string ResultHeader(bool cputime, bool predicted) {
     lines[1] = WithPrediction(
         lines[1], absl::StrFormat(kPredictionCells, "algorithm", "time", "out-pl", "in-pl"));
     lines[2] = WithPrediction(lines[2], absl::StrFormat(kPredictionCells, "", "(us)", "", ""));
+  }
+  if (variants) {
+    // In place of the space -P's header lines end with, so the names start under "variant".
+    lines[1].pop_back();
+    lines[1] += RowVariant("variant");
   }
   return absl::StrCat("#\n", lines[0], "\n", lines[1], "\n", lines[2], "\n");
 }
@@ -79,6 +84,8 @@ std::string RowPrediction(const std::string& algorithm, std::optional<double> pr
   return absl::StrFormat(kPredictionCells, algorithm, NumberOrNa(predicted_us, 7),
                          NumberOrNa(out_of_place_ratio, 6), NumberOrNa(in_place_ratio, 6));
 }
+
+std::string RowVariant(const std::string& variant) { return absl::StrCat("  ", variant); }
 
 bool BandwidthOk(double average_busbw, double min_bw) { return average_busbw >= 0.9 * min_bw; }
 

@@ -9,8 +9,9 @@
 //   # Avg bus bandwidth    : 39.7695
 //
 // With -P (Weft's own) each header line and row goes on with four columns: the algorithm that
-// ran, the tuner's predicted time for it, and measured/predicted for each half. Everything left
-// of them stays as nccl-tests prints it, so scripts that cut columns by position keep working.
+// ran, the tuner's predicted time for it, and measured/predicted for each half; with -V, one
+// more: the variant the row measured. Everything left of them stays as nccl-tests prints it, so
+// scripts that cut columns by position keep working.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +25,9 @@ namespace weft::perf {
 std::string FormatNumber(double value, int width);
 
 // The "#" line and the three column-header lines, each ending in '\n'. With `cputime` (-C) the
-// time columns are labelled "cputime"; with `predicted` (-P) the -P columns follow.
-std::string ResultHeader(bool cputime, bool predicted = false);
+// time columns are labelled "cputime"; with `predicted` (-P) the -P columns follow, and with
+// `variants` (-V, which implies -P) the variant's column after them.
+std::string ResultHeader(bool cputime, bool predicted = false, bool variants = false);
 
 // "%12li  %12li  %8s  %6s  %6i": size, count, type, redop, root.
 std::string RowPreamble(int64_t bytes, int64_t count, const char* type, const char* redop,
@@ -39,6 +41,9 @@ std::string RowHalf(double time_us, double algbw, double busbw, std::optional<in
 std::string RowPrediction(const std::string& algorithm, std::optional<double> predicted_us,
                           std::optional<double> out_of_place_ratio,
                           std::optional<double> in_place_ratio);
+
+// -V's column, the last: two spaces and the variant's name.
+std::string RowVariant(const std::string& variant);
 
 // From "# Out of bounds values" to the last "#" line. `min_bw` is NCCL_TESTS_MIN_BW when set:
 // then the bandwidth line ends in OK or FAILED.

@@ -21,10 +21,12 @@ Watchdog::~Watchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Watchdog::Watch(Communicator* comm) {
+void Watchdog::Watch(std::vector<Communicator*> comms) {
   std::lock_guard<std::mutex> lock(mu_);
-  comm_ = comm;
-  if (expired_ && comm_ != nullptr) comm_->Abort();
+  comms_ = std::move(comms);
+  if (expired_) {
+    for (Communicator* comm : comms_) comm->Abort();
+  }
 }
 
 bool Watchdog::expired() const {
@@ -41,10 +43,10 @@ void Watchdog::Run() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds_);
   if (wake_.wait_until(lock, deadline, [this] { return stopping_; })) return;
   expired_ = true;
-  if (comm_ != nullptr) comm_->Abort();
+  for (Communicator* comm : comms_) comm->Abort();
   const auto last_call = deadline + absl::ToChronoNanoseconds(grace_);
   if (wake_.wait_until(lock, last_call, [this] { return stopping_; })) return;
-  // The run did not notice the abort: it was not waiting on the communicator. Report and leave.
+  // The run did not notice the abort: it was not waiting on a communicator. Report and leave.
   // write(), not stdio: the stuck thread may hold stdout's lock. The tools print whole lines, so
   // no partial line precedes this one.
   const std::string line = absl::StrCat("# error: ", Message(), " and did not stop within ",

@@ -1,4 +1,4 @@
-// -T: a bound on the whole run. When it passes, the watchdog aborts the communicator, so every
+// -T: a bound on the whole run. When it passes, the watchdog aborts the communicators, so every
 // wait in the run ends at once with an error the tool reports ("# error: ...") before it exits
 // non-zero. If the run has still not ended a grace period later (it was not waiting on the
 // communicator, or had none yet), the watchdog prints the error itself and exits the process.
@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "weft/comm/communicator.h"
@@ -26,9 +27,9 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // The communicator to abort when the bound passes (nullptr: none, e.g. before destroying it).
-  // If the bound has already passed, `comm` is aborted at once.
-  void Watch(Communicator* comm);
+  // The communicators to abort when the bound passes (none, e.g. before destroying them). If the
+  // bound has already passed, they are aborted at once.
+  void Watch(std::vector<Communicator*> comms);
 
   bool expired() const;
   // "the run exceeded -T 5 s"
@@ -43,7 +44,7 @@ class Watchdog {
   std::condition_variable wake_;
   bool stopping_ = false;
   bool expired_ = false;
-  Communicator* comm_ = nullptr;
+  std::vector<Communicator*> comms_;
   std::thread thread_;
 };
 

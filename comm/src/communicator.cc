@@ -425,6 +425,16 @@ Work Communicator::GroupEnd() {
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int key) {
+  CommOptions options;
+  options.timeout = state_->config().timeout;
+  options.algorithm = state_->config().algorithm_spec;
+  options.transport = state_->config().transport;
+  options.shared_buffers = state_->config().shared_buffers;
+  return Split(color, key, options);
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int key,
+                                                                  const CommOptions& options) {
   const internal::Rendezvous& parent = state_->rendezvous();
   uint64_t split;
   {
@@ -460,11 +470,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
   child.prefix = absl::StrCat(parent.prefix, "/", round, "c", color);
   child.token = parent.token;
   child.job_name = parent.job_name;
-  CommOptions options;
-  options.timeout = state_->config().timeout;
-  options.algorithm = state_->config().algorithm_spec;
-  options.transport = state_->config().transport;
-  options.shared_buffers = state_->config().shared_buffers;
   return Build(std::move(child), new_rank, static_cast<int>(members.size()), options);
 }
 

@@ -38,6 +38,11 @@ const char* const kPredictedHeader[3] = {
     "(us)  (GB/s)  (GB/s)                           (us)                 ",
 };
 
+// -V: the middle line with the variant's column in place of the trailing space.
+const char* const kVariantsHeader =
+    "#       size         count      type   redop    root     time   algbw   busbw  #wrong     "
+    "time   algbw   busbw  #wrong     algorithm     time  out-pl   in-pl  variant";
+
 namespace {
 
 constexpr int kRowWidth = 52 + 2 * 33;
@@ -94,9 +99,9 @@ std::optional<PerfPrediction> ParsePrediction(absl::string_view line, std::strin
 
 std::optional<PerfRow> ParseRow(absl::string_view line, std::string* problem) {
   const int width = static_cast<int>(line.size());
-  if (width != kRowWidth && width != kRowWidth + kPredictionWidth) {
+  if (width != kRowWidth && width < kRowWidth + kPredictionWidth) {
     *problem = absl::StrCat("row is ", line.size(), " characters, not ", kRowWidth, " (or ",
-                            kRowWidth + kPredictionWidth, " with -P)");
+                            kRowWidth + kPredictionWidth, " with -P, more with -V)");
     return std::nullopt;
   }
   PerfRow row;
@@ -140,6 +145,14 @@ std::optional<PerfRow> ParseRow(absl::string_view line, std::string* problem) {
   if (width > kRowWidth) {
     row.prediction = ParsePrediction(line, problem);
     if (!row.prediction) return std::nullopt;
+  }
+  if (width > kRowWidth + kPredictionWidth) {
+    const absl::string_view rest = line.substr(kRowWidth + kPredictionWidth);
+    if (!Gap(rest, 0) || rest.size() == 2 || absl::StrContains(rest.substr(2), ' ')) {
+      *problem = "-V's column is not two spaces and the variant's name";
+      return std::nullopt;
+    }
+    row.variant = std::string(rest.substr(2));
   }
   return row;
 }
@@ -191,9 +204,12 @@ PerfOutput ParsePerfOutput(const std::string& text) {
           out.parameters_line = true;
         } else if (header_lines < 3 && (line == kResultHeader[header_lines] ||
                                         (header_lines == 1 && line == kResultHeaderCputime) ||
-                                        line == kPredictedHeader[header_lines])) {
+                                        line == kPredictedHeader[header_lines] ||
+                                        (header_lines == 1 && line == kVariantsHeader))) {
           if (header_lines == 0) out.predicted_header = line == kPredictedHeader[0];
-          if (out.predicted_header != (line == kPredictedHeader[header_lines])) {
+          if (header_lines == 1) out.variants_header = line == kVariantsHeader;
+          const bool predicted_line = line == kPredictedHeader[header_lines] || out.variants_header;
+          if (out.predicted_header != predicted_line) {
             problem("result header lines mix nccl-tests' and -P's");
           }
           if (++header_lines == 3) {

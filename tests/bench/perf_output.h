@@ -32,6 +32,7 @@ struct PerfRow {
   int root = 0;
   PerfHalf half[2];  // out-of-place, in-place
   std::optional<PerfPrediction> prediction;
+  std::string variant;  // -V's column, after -P's; empty without -V
 };
 
 struct PerfOutput {
@@ -41,6 +42,7 @@ struct PerfOutput {
   std::vector<int> device_ranks;  // the Rank column of "# Using devices", in order
   bool result_header = false;     // the three header lines, exactly
   bool predicted_header = false;  // and they carry -P's columns
+  bool variants_header = false;   // and -V's
   std::vector<PerfRow> rows;
   std::optional<int> out_of_bounds;
   std::optional<double> average_busbw;
@@ -60,5 +62,7 @@ extern const char* const kResultHeader[3];
 extern const char* const kResultHeaderCputime;
 // The same three lines with -P's columns.
 extern const char* const kPredictedHeader[3];
+// The middle one with -V's column too.
+extern const char* const kVariantsHeader;
 
 }  // namespace weft::testing

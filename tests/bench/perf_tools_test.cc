@@ -280,6 +280,10 @@ TEST(PerfTools, UsageErrorsExitTwoBeforeStartingAnything) {
                                              {"-d", "float8"},
                                              {"-z", "3"},
                                              {"-b", "12Q"},
+                                             {"-V", "ring,ring"},
+                                             {"-V", "auto,,ring"},
+                                             {"-V", "all_reduce=ring"},
+                                             {"-A", "ring", "-V", "auto,ring"},
                                              {"stray"}}) {
     std::vector<std::string> argv = {ToolPath("all_reduce")};
     argv.insert(argv.end(), flags.begin(), flags.end());
@@ -296,6 +300,12 @@ TEST(PerfTools, UsageErrorsExitTwoBeforeStartingAnything) {
   EXPECT_EQ(root.exit_code, 2) << root.output;
   EXPECT_TRUE(absl::StrContains(root.output, "# error: -r 5 is not a rank: the job has 2 ranks"))
       << root.output;
+  // So is a variant the communicator does not know: its creation fails on every rank.
+  ProcessResult variant = RunTool("all_reduce", 2, {"-b", "1K", "-e", "1K", "-V", "auto,bogus"});
+  EXPECT_EQ(variant.exit_code, 2) << variant.output;
+  EXPECT_TRUE(
+      absl::StrContains(variant.output, "# error: variant bogus: unknown algorithm 'bogus'"))
+      << variant.output;
 }
 
 }  // namespace

@@ -50,6 +50,15 @@ TEST(PerfTable, PredictionColumnsFollowNcclTestsColumns) {
             "           p2p      N/A     N/A     N/A");
 }
 
+// -V's column ends the middle header line and every row.
+TEST(PerfTable, VariantColumnEndsTheLines) {
+  const std::string expected = std::string("#\n") + testing::kPredictedHeader[0] + "\n" +
+                               testing::kVariantsHeader + "\n" + testing::kPredictedHeader[2] +
+                               "\n";
+  EXPECT_EQ(ResultHeader(false, true, true), expected);
+  EXPECT_EQ(RowVariant("shm_direct"), "  shm_direct");
+}
+
 TEST(PerfTable, FooterMatchesNcclTestsLines) {
   EXPECT_EQ(Footer(0, 39.7695, std::nullopt, "all_reduce_perf"),
             "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 39.7695 \n#\n"

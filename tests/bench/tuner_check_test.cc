@@ -1,7 +1,7 @@
 // bench/tuner-check end to end on two tiny sizes: it must run the tuned and every applicable
 // forced algorithm, leave out what cannot apply, calibrate into its own cache, and take each run
-// cycle as a sample. Verdicts are
-// timings and never asserted; that each judged size has one is.
+// cycle as a sample, whether the variants run side by side or one per run. Verdicts are timings
+// and never asserted; that each judged size has one is.
 #include <string>
 #include <vector>
 
@@ -41,7 +41,14 @@ constexpr char kExpected[] =
     "'shm_direct'] True\n"
     "True True 2 [] [2]\n";
 
-class TunerCheck : public ::testing::TestWithParam<bool> {};
+// How the check runs its tools: one run per size or one over all sizes (--sweep); every variant
+// side by side in each run (-V) or one run per variant (-A).
+struct Mode {
+  bool sweep;
+  bool run_per_variant;
+};
+
+class TunerCheck : public ::testing::TestWithParam<Mode> {};
 
 TEST_P(TunerCheck, ComparesTheTunedPickWithEveryForcedAlgorithm) {
   if (RunProcess({"python3", "-c", "pass"}, {}, std::chrono::seconds(20)).exit_code != 0) {
@@ -62,7 +69,8 @@ TEST_P(TunerCheck, ComparesTheTunedPickWithEveryForcedAlgorithm) {
       "--timeout",     absl::StrCat(30 * scale),
       "--json",        json,
       "--collectives", "all_reduce,reduce_scatter"};
-  if (GetParam()) argv.push_back("--sweep");
+  if (GetParam().sweep) argv.push_back("--sweep");
+  if (GetParam().run_per_variant) argv.push_back("--run-per-variant");
   // WEFT_ALGO in the caller's environment must not reach the runs, or the tuned column would show
   // the forced algorithm: hierarchical, which the tuner never picks on one host.
   ProcessResult result =
@@ -76,11 +84,12 @@ TEST_P(TunerCheck, ComparesTheTunedPickWithEveryForcedAlgorithm) {
   EXPECT_EQ(summary.output, kExpected) << result.output;
 }
 
-INSTANTIATE_TEST_SUITE_P(Bench, TunerCheck, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? std::string("OneRunPerAlgorithm")
-                                             : std::string("OneRunPerSize");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Bench, TunerCheck, ::testing::Values(Mode{false, false}, Mode{true, false}, Mode{false, true}),
+    [](const ::testing::TestParamInfo<Mode>& info) {
+      return std::string(info.param.sweep ? "OneRunOverAllSizes" : "OneRunPerSize") +
+             (info.param.run_per_variant ? "AndVariant" : "");
+    });
 
 }  // namespace
 }  // namespace weft::testing

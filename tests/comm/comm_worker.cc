@@ -363,6 +363,16 @@ int SuiteSplit(Communicator& comm) {
   }
   // The parent still works alongside the child.
   TestReductions(comm, DataType::kInt32, ReduceOp::kSum, 77);
+  // A child with a configuration of its own: it forces the ring whatever WEFT_ALGO says.
+  CommOptions ring;
+  ring.algorithm = "ring";
+  absl::StatusOr<std::unique_ptr<Communicator>> forced = comm.Split(0, r, ring);
+  EXPECT_OK(forced.status());
+  if (forced.ok()) {
+    const std::string ran = (*forced)->AlgorithmFor("all_reduce", 1 << 20);
+    if (ran != "ring") Fail(absl::StrCat("the child forcing the ring runs ", ran));
+    TestReductions(**forced, DataType::kFloat32, ReduceOp::kSum, 1031);
+  }
   // A rank can opt out.
   absl::StatusOr<std::unique_ptr<Communicator>> none = comm.Split(r == 0 ? -1 : 1, 0);
   EXPECT_OK(none.status());

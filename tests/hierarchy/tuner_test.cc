@@ -411,6 +411,26 @@ TEST(Selector, WeftAlgoOverridesTheTunerWhereItCanRun) {
                                 "WEFT_ALGO forces ring"));
 }
 
+TEST(Selector, AutoForcesNothing) {
+  auto peers = FakePeers({"a", "a", "b", "b"}, 0);
+  auto tuner = std::make_shared<CostTuner>(TestModel());
+  absl::StatusOr<AlgorithmSelector> plain = AlgorithmSelector::Create("");
+  absl::StatusOr<AlgorithmSelector> auto_only = AlgorithmSelector::Create("auto");
+  absl::StatusOr<AlgorithmSelector> mixed = AlgorithmSelector::Create("auto,broadcast=tree");
+  ASSERT_TRUE(plain.ok() && auto_only.ok() && mixed.ok());
+  for (AlgorithmSelector* selector : {&*plain, &*auto_only, &*mixed}) selector->SetTuner(tuner);
+  for (OpKind kind : {OpKind::kAllReduce, OpKind::kAllGather, OpKind::kBroadcast}) {
+    for (size_t bytes : {size_t{8}, size_t{64} << 20}) {
+      EXPECT_EQ(auto_only->Choose(kind, bytes, *peers), plain->Choose(kind, bytes, *peers))
+          << Name(kind) << " " << bytes;
+    }
+  }
+  EXPECT_EQ(mixed->Choose(OpKind::kBroadcast, 8, *peers), AlgorithmId::kTree);
+  EXPECT_EQ(mixed->Choose(OpKind::kAllReduce, 64 << 20, *peers),
+            plain->Choose(OpKind::kAllReduce, 64 << 20, *peers));
+  EXPECT_FALSE(AlgorithmSelector::Create("autotune").ok());
+}
+
 TEST(Selector, KnowsTheHierarchicalNames) {
   EXPECT_TRUE(AlgorithmSelector::Create("hier").ok());
   EXPECT_TRUE(AlgorithmSelector::Create("all_gather=hierarchical").ok());

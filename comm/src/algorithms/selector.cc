@@ -33,6 +33,8 @@ absl::Status UnknownAlgorithm(absl::string_view name) {
 absl::StatusOr<AlgorithmSelector> AlgorithmSelector::Create(absl::string_view spec) {
   AlgorithmSelector selector;
   for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
+    // "auto" forces nothing: a way to ask for the tuner where WEFT_ALGO would force otherwise.
+    if (item == "auto") continue;
     std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, '=');
     if (kv.second.empty()) {
       std::optional<AlgorithmId> id = ParseAlgorithm(kv.first);

@@ -41,7 +41,8 @@ struct CommOptions {
   absl::Duration timeout = absl::ZeroDuration();
   // Forces an algorithm: "ring", "rabenseifner", "recursive_doubling", "shm_direct", "tree",
   // "pairwise", or per
-  // collective "all_reduce=ring,broadcast=tree". Default: WEFT_ALGO, else chosen per call.
+  // collective "all_reduce=ring,broadcast=tree"; "auto" forces nothing. Default: WEFT_ALGO, else
+  // chosen per call.
   std::string algorithm;
   // "auto" (shared memory within a host, TCP across hosts), "tcp", "shm", or "ucx" (UCX across
   // hosts, shared memory within one; only in builds with UCX).
@@ -109,6 +110,11 @@ class Communicator {
   // ordered by (key, rank). A negative color returns nullptr (the rank joins none). The child
   // shares the parent's rendezvous store and configuration.
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key);
+  // As above, with the child configured by `options` (each field read as at creation) instead of
+  // inheriting the parent's: e.g. a child that forces another algorithm, so that one job can
+  // time several algorithms side by side.
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key,
+                                                      const CommOptions& options);
 
   // Ends every pending operation with Cancelled, promptly and from any thread; the communicator
   // is unusable afterwards (destroy it; new communicators can still be created).
