@@ -984,7 +984,9 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
 
   bool measured = !plan.empty();
   const double measured_price = measured_again ? RecheckPrice(model, peers.size()) : 0;
-  if (measured_again && verdict.new_state && Apart(measured_price, verdict.now) > kDisturbedRatio) {
+  // Rank 0's judgment alone: the other ranks adopt the model it publishes.
+  if (rank == 0 && measured_again && verdict.new_state &&
+      Apart(measured_price, verdict.now) > kDisturbedRatio) {
     // The host left the slow state the recheck found while the direct curves were measured (that
     // VM did in one measurement of four): the curves are of no one state, and the files stay as
     // they were. (A state measured because the host ran faster is kept whatever the host does:
