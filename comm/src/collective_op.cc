@@ -35,14 +35,24 @@ std::vector<Transfer> Post(Peers& peers, const std::vector<P2pTransfer>& transfe
 }  // namespace
 
 CollectiveOp::CollectiveOp(Peers& peers, const CollectiveArgs& args, AlgorithmId algorithm,
-                           uint64_t seq)
+                           uint64_t seq, std::optional<TrialPart> trial)
     : peers_(peers),
       args_(args),
       algorithm_(algorithm),
-      envelope_(MakeEnvelope(args, algorithm, seq)) {}
+      envelope_(MakeEnvelope(args, algorithm, seq)),
+      trial_(trial) {}
+
+void CollectiveOp::ChooseForTrials() {
+  algorithm_ = trial_->trials->Algorithm(args_.kind, trial_->bytes, trial_->choice, trial_->plan);
+  envelope_.algorithm = static_cast<uint32_t>(algorithm_);
+}
 
 std::optional<absl::Status> CollectiveOp::TryEagerly(const Deadline& deadline,
                                                      absl::Duration window) {
+  if (trial_) {  // kIncumbent (the others are not Eager): an eager run goes untimed
+    ChooseForTrials();
+    if (!Posts(algorithm_, args_)) return std::nullopt;  // chosen otherwise: Run starts it
+  }
   peers_.Begin(envelope_, deadline);
   Algorithm& algorithm = Made();
   if (!posted_) {
@@ -65,8 +75,26 @@ std::optional<absl::Status> CollectiveOp::TryEagerly(const Deadline& deadline,
 }
 
 absl::Status CollectiveOp::Run(const Deadline& deadline) {
+  using Role = AlgorithmTrials::Role;
+  const Role role = trial_ ? trial_->plan.role : Role::kFixed;
+  if (role == Role::kDecide) {
+    if (absl::Status s =
+            trial_->trials->Decide(args_.kind, trial_->bytes, trial_->choice, peers_, deadline);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (role != Role::kFixed) ChooseForTrials();
   peers_.Begin(envelope_, deadline);
-  return RunBegun();
+  if (role != Role::kIncumbent && role != Role::kTrial) return RunBegun();
+  const auto seconds = [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const double start = seconds();
+  if (absl::Status s = RunBegun(); !s.ok()) return s;
+  trial_->trials->Record(args_.kind, trial_->bytes, trial_->plan, envelope_.seq, start, seconds());
+  return absl::OkStatus();
 }
 
 Algorithm& CollectiveOp::Made() {

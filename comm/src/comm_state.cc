@@ -193,10 +193,14 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
   state->peers_ = std::make_unique<Peers>(rank, size, std::move(links), std::move(arena));
   state->peers_->SetNodes(NodeLayout(hosts, rank));
   state->peers_->SetSharedBuffers(state->config_.shared_buffers);
-  absl::StatusOr<CostModel> model =
+  absl::StatusOr<std::vector<CostModel>> models =
       LoadOrCalibrate(*state->peers_, *state->rendezvous_.store, deadline);
-  if (!model.ok()) return fail(model.status(), "calibrating the tuner");
-  state->selector_.SetTuner(std::make_shared<CostTuner>(*std::move(model)));
+  if (!models.ok()) return fail(models.status(), "calibrating the tuner");
+  std::vector<std::shared_ptr<const Tuner>> tuners;
+  for (const CostModel& model : *models) tuners.push_back(std::make_shared<CostTuner>(model));
+  state->selector_.SetTuners(std::move(tuners));
+  state->trials_ =
+      std::make_unique<AlgorithmTrials>(Usable(AlgorithmId::kShmDirect, *state->peers_));
   state->engine_ = Engine::Start(absl::StrCat("rank ", rank), state->config_.timeout);
   {
     std::lock_guard<std::mutex> lock(state->mu);

@@ -272,12 +272,20 @@ class Check {
 Work Issue(CommState& state, const CollectiveArgs& args, size_t bytes) {
   std::lock_guard<std::mutex> lock(state.mu);
   const uint64_t seq = state.next_collective++;
-  const AlgorithmId algorithm = state.selector().Choose(args.kind, bytes, state.peers());
+  const AlgorithmSelector::Choice choice = state.selector().Choose(args.kind, bytes, state.peers());
+  const AlgorithmId algorithm = choice.algorithm;  // for now, with a part in the trials
+  std::optional<TrialPart> trial;
+  if (choice.contender_count > 1) {
+    const AlgorithmTrials::Plan plan = state.trials().Next(args.kind, bytes, choice);
+    if (plan.role != AlgorithmTrials::Role::kFixed) {
+      trial = TrialPart{&state.trials(), choice, bytes, plan};
+    }
+  }
   if (DebugEnabled(DebugLevel::kTrace)) {
     DebugLog(DebugLevel::kTrace, absl::StrFormat("rank %d: %s #%d, %d bytes -> %s", state.rank(),
                                                  Name(args.kind), seq, bytes, Name(algorithm)));
   }
-  CollectiveOp op(state.peers(), args, algorithm, seq);
+  CollectiveOp op(state.peers(), args, algorithm, seq, trial);
   const auto to_heap = [&] { return std::make_unique<CollectiveOp>(std::move(op)); };
   if (state.group_depth > 0) {
     state.group_ops.push_back(to_heap());
@@ -491,24 +499,36 @@ std::optional<OpKind> CollectiveNamed(const std::string& collective) {
   return std::nullopt;
 }
 
+// What a tuned collective runs on now: the fastest its trials found, else the tuner's choice.
+AlgorithmId FoundOrChosen(CommState& state, OpKind kind, size_t bytes) {
+  return state.trials()
+      .Found(kind, bytes)
+      .value_or(state.selector().Choose(kind, bytes, state.peers()).algorithm);
+}
+
 }  // namespace
 
 std::string Communicator::AlgorithmFor(const std::string& collective, size_t bytes) const {
   const std::optional<OpKind> kind = CollectiveNamed(collective);
   if (!kind) return "unknown collective";
-  return Name(state_->selector().Choose(*kind, bytes, state_->peers()));
+  return Name(FoundOrChosen(*state_, *kind, bytes));
 }
 
 double Communicator::PredictedSeconds(const std::string& collective, size_t bytes) const {
   const std::optional<OpKind> kind = CollectiveNamed(collective);
   if (!kind) return -1;
-  return state_->selector().Predict(*kind, bytes, state_->peers());
+  return state_->selector().Predict(FoundOrChosen(*state_, *kind, bytes), *kind, bytes,
+                                    state_->peers());
 }
 
 std::string Communicator::ExplainAlgorithm(const std::string& collective, size_t bytes) const {
   const std::optional<OpKind> kind = CollectiveNamed(collective);
   if (!kind) return "unknown collective";
-  return state_->selector().Explain(*kind, bytes, state_->peers());
+  std::string explained = state_->selector().Explain(*kind, bytes, state_->peers());
+  if (std::optional<AlgorithmId> found = state_->trials().Found(*kind, bytes)) {
+    absl::StrAppend(&explained, "; the job's trials found ", Name(*found), " fastest");
+  }
+  return explained;
 }
 
 }  // namespace weft

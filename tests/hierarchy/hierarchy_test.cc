@@ -127,6 +127,54 @@ TEST(Tuner, DebugInfoPrintsEachDecisionOnceWithItsPrediction) {
   EXPECT_EQ(lines, 6 * 13) << result.output;
 }
 
+// A host in two states, named by WEFT_TUNING_FILE: one prices shm_direct's all-reduce at 1000 s,
+// the other at 200 us, so their tuners disagree at 1 MiB. After 32 such all-reduces (over 5 ms as
+// priced) the job tries the other one twice, and then every rank runs the one whose faster time
+// (the incumbent's last two, the trials') was faster.
+TEST(Tuner, TheJobTimesTheAlgorithmsItsHostsStatesDisagreeOn) {
+  const TempDir dir("hierarchy-test");
+  const std::string slow = dir.path() + "/slow.txt", fast = dir.path() + "/fast.txt";
+  std::ofstream(slow) << "shm_direct.all_reduce.2.us_at_0 1e9\n"
+                      << "shm_direct.all_reduce.2.us_at_1000000000 1e9\n";
+  std::ofstream(fast) << "shm_direct.all_reduce.2.us_at_0 200\n"
+                      << "shm_direct.all_reduce.2.us_at_1000000000 200\n";
+  const ProcessResult result = RunJob("a a", {TUNER_WORKER},
+                                      {{"WEFT_TUNING_FILE", slow + ":" + fast},
+                                       {"WEFT_EXPECT_TRIALS", "1"},
+                                       {"WEFT_DEBUG", "TRACE"}});
+  ExpectSuccess(result);
+  // "trials: all_reduce of 1048576 bytes took cma_direct 180.2 us (incumbent), shm_direct 95.1 us:
+  // shm_direct from now on"
+  const std::string prefix = "trials: all_reduce of 1048576 bytes took ";
+  const size_t at = result.output.find(prefix);
+  ASSERT_NE(at, std::string::npos) << result.output;
+  const std::string line =
+      result.output.substr(at + prefix.size(), result.output.find('\n', at) - at - prefix.size());
+  const std::vector<std::string> halves = absl::StrSplit(line, ": ");
+  ASSERT_EQ(halves.size(), 2u) << line;
+  std::string fastest;
+  double fastest_us = 0;
+  int incumbents = 0;
+  for (absl::string_view took : absl::StrSplit(halves[0], ", ")) {
+    const std::vector<std::string> words = absl::StrSplit(took, ' ');
+    double us = 0;
+    ASSERT_GE(words.size(), 3u) << line;
+    ASSERT_TRUE(absl::SimpleAtod(words[1], &us)) << line;
+    if (fastest.empty() || us < fastest_us) {
+      fastest = words[0];
+      fastest_us = us;
+    }
+    incumbents += absl::StrContains(took, "(incumbent)");
+  }
+  EXPECT_EQ(incumbents, 1) << line;
+  EXPECT_TRUE(absl::StrContains(halves[0], "shm_direct ")) << line;
+  EXPECT_EQ(halves[1], fastest + " from now on") << line;
+  EXPECT_TRUE(absl::StrContains(result.output, "rank 0: 1 MiB all_reduce: " + fastest + ";"))
+      << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output, "the job's trials found " + fastest + " fastest"))
+      << result.output;
+}
+
 // The one file a job left in `dir`.
 std::string OnlyFile(const std::string& dir) {
   std::vector<std::string> files;

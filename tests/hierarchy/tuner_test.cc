@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "algorithms/algorithm_trials.h"
 #include "algorithms/hierarchical_group.h"
 #include "algorithms/selector.h"
 #include "algorithms/tuner_calibration.h"
@@ -402,11 +403,13 @@ TEST(Selector, WeftAlgoOverridesTheTunerWhereItCanRun) {
       AlgorithmSelector::Create("all_reduce=ring,broadcast=shm_direct");
   ASSERT_TRUE(selector.ok()) << selector.status();
   selector->SetTuner(std::make_shared<CostTuner>(TestModel()));
-  EXPECT_EQ(selector->Choose(OpKind::kAllReduce, 64 << 20, *peers), AlgorithmId::kRing);
-  EXPECT_EQ(selector->Choose(OpKind::kAllGather, 64 << 20, *peers), AlgorithmId::kHierarchical);
+  EXPECT_EQ(selector->Choose(OpKind::kAllReduce, 64 << 20, *peers).algorithm, AlgorithmId::kRing);
+  EXPECT_EQ(selector->Choose(OpKind::kAllGather, 64 << 20, *peers).algorithm,
+            AlgorithmId::kHierarchical);
   // shm_direct cannot span hosts: the tuner decides.
-  EXPECT_EQ(selector->Choose(OpKind::kBroadcast, 64 << 20, *peers), AlgorithmId::kHierarchical);
-  EXPECT_GT(selector->Predict(OpKind::kAllReduce, 64 << 20, *peers), 0);
+  EXPECT_EQ(selector->Choose(OpKind::kBroadcast, 64 << 20, *peers).algorithm,
+            AlgorithmId::kHierarchical);
+  EXPECT_GT(selector->Predict(AlgorithmId::kRing, OpKind::kAllReduce, 64 << 20, *peers), 0);
   EXPECT_TRUE(absl::StrContains(selector->Explain(OpKind::kAllReduce, 1024, *peers),
                                 "WEFT_ALGO forces ring"));
 }
@@ -421,14 +424,126 @@ TEST(Selector, AutoForcesNothing) {
   for (AlgorithmSelector* selector : {&*plain, &*auto_only, &*mixed}) selector->SetTuner(tuner);
   for (OpKind kind : {OpKind::kAllReduce, OpKind::kAllGather, OpKind::kBroadcast}) {
     for (size_t bytes : {size_t{8}, size_t{64} << 20}) {
-      EXPECT_EQ(auto_only->Choose(kind, bytes, *peers), plain->Choose(kind, bytes, *peers))
+      EXPECT_EQ(auto_only->Choose(kind, bytes, *peers).algorithm,
+                plain->Choose(kind, bytes, *peers).algorithm)
           << Name(kind) << " " << bytes;
     }
   }
-  EXPECT_EQ(mixed->Choose(OpKind::kBroadcast, 8, *peers), AlgorithmId::kTree);
-  EXPECT_EQ(mixed->Choose(OpKind::kAllReduce, 64 << 20, *peers),
-            plain->Choose(OpKind::kAllReduce, 64 << 20, *peers));
+  EXPECT_EQ(mixed->Choose(OpKind::kBroadcast, 8, *peers).algorithm, AlgorithmId::kTree);
+  EXPECT_EQ(mixed->Choose(OpKind::kAllReduce, 64 << 20, *peers).algorithm,
+            plain->Choose(OpKind::kAllReduce, 64 << 20, *peers).algorithm);
   EXPECT_FALSE(AlgorithmSelector::Create("autotune").ok());
+}
+
+// Takes `above` for collectives of `threshold` bytes or more, the ring below.
+class ThresholdTuner final : public Tuner {
+ public:
+  ThresholdTuner(size_t threshold, AlgorithmId above) : threshold_(threshold), above_(above) {}
+  TunerChoice Choose(OpKind, size_t bytes, const TuningShape&) const override {
+    return {bytes >= threshold_ ? above_ : AlgorithmId::kRing, 1e-3};
+  }
+  double Predict(AlgorithmId, OpKind, size_t, const TuningShape&) const override { return 1e-3; }
+  std::string Explain(OpKind, size_t bytes, const TuningShape&) const override {
+    return absl::StrCat(bytes >= threshold_ ? Name(above_) : "ring", " predicted 1 ms");
+  }
+
+ private:
+  size_t threshold_;
+  AlgorithmId above_;
+};
+
+// A host with two states: where their tuners disagree, both choices are contenders, the first
+// state's first; where they agree, or WEFT_ALGO forces one, there are none. Asked again, the same
+// (the decisions are cached).
+TEST(Selector, TheStatesChoicesContendWhereTheyDisagree) {
+  auto peers = FakePeers({"a", "a", "b", "b"}, 0);
+  absl::StatusOr<AlgorithmSelector> selector = AlgorithmSelector::Create("broadcast=tree");
+  ASSERT_TRUE(selector.ok()) << selector.status();
+  selector->SetTuners(
+      {std::make_shared<ThresholdTuner>(size_t{1} << 20, AlgorithmId::kRabenseifner),
+       std::make_shared<ThresholdTuner>(size_t{64} << 10, AlgorithmId::kRabenseifner)});
+  // The choice, and its contenders' count.
+  const auto chosen = [&](OpKind kind, size_t bytes) {
+    const AlgorithmSelector::Choice choice = selector->Choose(kind, bytes, *peers);
+    return std::make_pair(choice.algorithm, choice.contender_count);
+  };
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(chosen(OpKind::kAllReduce, 8), std::make_pair(AlgorithmId::kRing, 0));
+    EXPECT_EQ(chosen(OpKind::kAllReduce, 64 << 20), std::make_pair(AlgorithmId::kRabenseifner, 0));
+    EXPECT_EQ(chosen(OpKind::kBroadcast, 256 << 10), std::make_pair(AlgorithmId::kTree, 0));
+    const AlgorithmSelector::Choice middle =
+        selector->Choose(OpKind::kAllReduce, 256 << 10, *peers);
+    EXPECT_EQ(middle.algorithm, AlgorithmId::kRing);
+    ASSERT_EQ(middle.contender_count, 2);
+    EXPECT_EQ(middle.contenders[0], AlgorithmId::kRing);
+    EXPECT_EQ(middle.contenders[1], AlgorithmId::kRabenseifner);
+    EXPECT_DOUBLE_EQ(middle.fastest_s, 1e-3);
+  }
+  EXPECT_TRUE(absl::EndsWith(
+      selector->Explain(OpKind::kAllReduce, 256 << 10, *peers),
+      "; the host's other states choose otherwise, and the job times ring, rabenseifner"))
+      << selector->Explain(OpKind::kAllReduce, 256 << 10, *peers);
+}
+
+// A round of trials comes once 32 collectives with contenders have run since the last (or the
+// first) and added up to kRoundEverySeconds as priced: two trials of each challenger, then the
+// one that decides. Each size keeps its own rounds.
+TEST(AlgorithmTrials, ARoundTriesEachChallengerTwiceThenDecides) {
+  using Role = AlgorithmTrials::Role;
+  AlgorithmSelector::Choice choice;
+  choice.algorithm = AlgorithmId::kShmDirect;
+  choice.contenders = {AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect};
+  choice.contender_count = 2;
+  choice.fastest_s = 4e-3;
+  AlgorithmSelector::Choice agreed = choice;
+  agreed.contender_count = 0;
+  AlgorithmSelector::Choice fast = choice;
+  fast.fastest_s = 1e-4;
+
+  AlgorithmTrials off;
+  EXPECT_EQ(off.Next(OpKind::kAllReduce, 1 << 20, choice).role, Role::kFixed);
+  AlgorithmTrials trials(true);
+  EXPECT_EQ(trials.Next(OpKind::kAllReduce, 1 << 20, agreed).role, Role::kFixed);
+  // A trial as 10 + its place, another role as itself.
+  const auto next = [&](size_t bytes, const AlgorithmSelector::Choice& of) {
+    const AlgorithmTrials::Plan plan = trials.Next(OpKind::kAllReduce, bytes, of);
+    return plan.role == Role::kTrial ? 10 + plan.trial : static_cast<int>(plan.role);
+  };
+  const int kDecide = static_cast<int>(Role::kDecide);
+  const int kIncumbent = static_cast<int>(Role::kIncumbent);
+  for (int round = 0; round < 3; ++round) {
+    // 4 ms each: 32 collectives reach 32 and 128 ms (the one that decided counts).
+    for (int i = round == 0 ? 0 : 1; i < 32; ++i) {
+      EXPECT_EQ(next(1 << 20, choice), kIncumbent) << round << " " << i;
+    }
+    EXPECT_EQ(next(1 << 20, choice), 10) << round;
+    EXPECT_EQ(next(1 << 20, choice), 11) << round;
+    EXPECT_EQ(next(1 << 20, choice), kDecide) << round;
+  }
+  // Priced at 0.1 ms, 50 collectives reach 5 ms.
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(next(2 << 20, fast), kIncumbent) << i;
+  EXPECT_EQ(next(2 << 20, fast), 10);
+}
+
+// A round's trials run the contenders other than the incumbent (before any round, the first
+// state's choice), in mirrored order.
+TEST(AlgorithmTrials, TheTrialsRunTheChallengersInMirroredOrder) {
+  using Role = AlgorithmTrials::Role;
+  AlgorithmSelector::Choice choice;
+  choice.algorithm = AlgorithmId::kCmaDirect;
+  choice.contenders = {AlgorithmId::kCmaDirect, AlgorithmId::kShmDirect, AlgorithmId::kRing};
+  choice.contender_count = 3;
+  const AlgorithmTrials trials(true);
+  const auto runs = [&](Role role, int trial) {
+    return trials.Algorithm(OpKind::kAllGather, 1 << 20, choice, {role, trial});
+  };
+  EXPECT_EQ(runs(Role::kIncumbent, 0), AlgorithmId::kCmaDirect);
+  EXPECT_EQ(runs(Role::kDecide, 0), AlgorithmId::kCmaDirect);
+  EXPECT_EQ(runs(Role::kTrial, 0), AlgorithmId::kShmDirect);
+  EXPECT_EQ(runs(Role::kTrial, 1), AlgorithmId::kRing);
+  EXPECT_EQ(runs(Role::kTrial, 2), AlgorithmId::kRing);
+  EXPECT_EQ(runs(Role::kTrial, 3), AlgorithmId::kShmDirect);
+  EXPECT_EQ(trials.Found(OpKind::kAllGather, 1 << 20), std::nullopt);
 }
 
 TEST(Selector, KnowsTheHierarchicalNames) {
@@ -452,10 +567,17 @@ class Calibration : public ::testing::Test {
     unsetenv("WEFT_CACHE_DIR");
     unsetenv("WEFT_TUNING_FILE");
   }
-  absl::StatusOr<CostModel> Load(const std::vector<std::string>& hosts) {
+  absl::StatusOr<std::vector<CostModel>> LoadStates(const std::vector<std::string>& hosts) {
     FileStore store(store_dir_.path());
     auto peers = FakePeers(hosts, 0);
     return LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
+  }
+  // The model of the state a job starts in.
+  absl::StatusOr<CostModel> Load(const std::vector<std::string>& hosts) {
+    absl::StatusOr<std::vector<CostModel>> states = LoadStates(hosts);
+    if (!states.ok()) return states.status();
+    EXPECT_EQ(states->size(), 1u);
+    return states->front();
   }
 
   const testing::TempDir cache_dir_{"tuner-test"};
@@ -472,6 +594,26 @@ TEST_F(Calibration, ATuningFileIsTheModelAndNothingIsCached) {
   EXPECT_EQ(model->source(), file);
   EXPECT_DOUBLE_EQ(model->Get("net", 2).alpha_us, 50);
   EXPECT_NE(access(TuningCachePath().c_str(), F_OK), 0);
+}
+
+// A list of files: the host's states, the first the one a job starts in. Nothing is cached.
+TEST_F(Calibration, AListOfTuningFilesNamesTheHostsStates) {
+  const std::string fast = cache_ + "/fast.txt", slow = cache_ + "/slow.txt";
+  std::ofstream(fast) << kModel;
+  std::ofstream(slow) << kModel << "net.alpha_us 500\n";
+  setenv("WEFT_TUNING_FILE", (fast + ":" + slow).c_str(), 1);
+  absl::StatusOr<std::vector<CostModel>> states = LoadStates({"a"});
+  ASSERT_TRUE(states.ok()) << states.status();
+  ASSERT_EQ(states->size(), 2u);
+  EXPECT_EQ(states->front().source(), fast);
+  EXPECT_DOUBLE_EQ(states->at(0).Get("net", 2).alpha_us, 50);
+  EXPECT_DOUBLE_EQ(states->at(1).Get("net", 2).alpha_us, 500);
+  EXPECT_NE(access(TuningCachePath().c_str(), F_OK), 0);
+
+  setenv("WEFT_TUNING_FILE", (fast + ":" + cache_ + "/missing.txt").c_str(), 1);
+  states = LoadStates({"a"});
+  ASSERT_FALSE(states.ok());
+  EXPECT_TRUE(absl::StrContains(states.status().message(), "missing.txt")) << states.status();
 }
 
 TEST_F(Calibration, ABrokenTuningFileFailsCreationWithItsLine) {
@@ -507,7 +649,8 @@ TEST_F(Calibration, EveryRankMustAgreeOnSharedBuffers) {
   FileStore store(store_dir_.path());
   ASSERT_TRUE(store.Set("tuning/plan", "- shared_buffers").ok());  // as rank 0 would say
   auto peers = FakePeers({"a", "a"}, 1);
-  absl::StatusOr<CostModel> model = LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
+  absl::StatusOr<std::vector<CostModel>> model =
+      LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(model.status().message(), "WEFT_SHARED_BUFFERS")) << model.status();
@@ -518,9 +661,10 @@ TEST_F(Calibration, ADeadlineTooShortToCalibrateKeepsTheDefaults) {
   // leave no room to measure them: nothing is measured or cached, and every rank is told so.
   FileStore store(store_dir_.path());
   auto peers = FakePeers({"a", "b"}, 0);
-  absl::StatusOr<CostModel> model = LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
+  absl::StatusOr<std::vector<CostModel>> model =
+      LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
   ASSERT_TRUE(model.ok()) << model.status();
-  EXPECT_EQ(model->source(), "built-in defaults");
+  EXPECT_EQ(model->front().source(), "built-in defaults");
   EXPECT_NE(access(TuningCachePath().c_str(), F_OK), 0);
   absl::StatusOr<std::string> plan = store.Get("tuning/plan", Deadline::In(absl::Seconds(1)));
   ASSERT_TRUE(plan.ok()) << plan.status();

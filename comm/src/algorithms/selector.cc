@@ -1,6 +1,10 @@
 #include "algorithms/selector.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "log.h"
 
@@ -60,6 +64,11 @@ absl::StatusOr<AlgorithmSelector> AlgorithmSelector::Create(absl::string_view sp
   return selector;
 }
 
+void AlgorithmSelector::SetTuners(std::vector<std::shared_ptr<const Tuner>> tuners) {
+  tuners_ = std::move(tuners);
+  decided_ = std::make_shared<Decided>();
+}
+
 uint64_t AlgorithmSelector::PackDecision(OpKind kind, size_t bytes, AlgorithmId id) {
   static_assert(sizeof(OpKind) == 2);
   if (bytes >= uint64_t{1} << 40) return kNoDecision;
@@ -76,32 +85,54 @@ std::optional<AlgorithmId> AlgorithmSelector::Forced(OpKind kind) const {
   return std::nullopt;
 }
 
-AlgorithmId AlgorithmSelector::Choose(OpKind kind, size_t bytes, const Peers& peers) const {
+AlgorithmSelector::Choice AlgorithmSelector::Choose(OpKind kind, size_t bytes,
+                                                    const Peers& peers) const {
   const std::optional<AlgorithmId> forced = Forced(kind);
-  if (forced && Usable(*forced, peers)) return *forced;
+  if (forced && Usable(*forced, peers)) return {*forced};
   // The packed call with algorithm 0: the latest decision's key part if it was for this call.
   const uint64_t key = PackDecision(kind, bytes, AlgorithmId{});
   const uint64_t latest = decided_->latest.load(std::memory_order_relaxed);
   if (key != kNoDecision && (latest & ~uint64_t{0xff}) == key) {
-    return static_cast<AlgorithmId>(latest & 0xff);
+    return {static_cast<AlgorithmId>(latest & 0xff)};
   }
   const std::pair<OpKind, size_t> call{kind, bytes};
+  const auto remember = [&](const Choice& choice) {
+    if (choice.contender_count == 0) {
+      decided_->latest.store(PackDecision(kind, bytes, choice.algorithm),
+                             std::memory_order_relaxed);
+    }
+    return choice;
+  };
   {
     std::lock_guard<std::mutex> lock(decided_->mu);
     if (auto it = decided_->by_call.find(call); it != decided_->by_call.end()) {
-      decided_->latest.store(PackDecision(kind, bytes, it->second), std::memory_order_relaxed);
-      return it->second;
+      return remember(it->second);
     }
   }
   const TuningShape shape = TuningShape::Of(peers);
-  const TunerChoice choice = tuner_->Choose(kind, bytes, shape);
+  Choice choice;
+  choice.fastest_s = std::numeric_limits<double>::infinity();
+  for (size_t state = 0; state < tuners_.size(); ++state) {
+    const TunerChoice chosen = tuners_[state]->Choose(kind, bytes, shape);
+    if (state == 0) choice.algorithm = chosen.algorithm;
+    choice.fastest_s = std::min(choice.fastest_s, chosen.predicted_s);
+    const auto end = choice.contenders.begin() + choice.contender_count;
+    if (std::find(choice.contenders.begin(), end, chosen.algorithm) == end &&
+        choice.contender_count < kMaxContenders) {
+      choice.contenders[choice.contender_count++] = chosen.algorithm;
+    }
+  }
+  if (choice.contender_count < 2) {
+    choice.contender_count = 0;
+    choice.fastest_s = 0;
+  }
   {
     std::lock_guard<std::mutex> lock(decided_->mu);
     if (decided_->by_call.size() >= kRememberedDecisions) decided_->by_call.clear();
-    decided_->by_call.emplace(call, choice.algorithm);
-    decided_->latest.store(PackDecision(kind, bytes, choice.algorithm), std::memory_order_relaxed);
+    decided_->by_call.emplace(call, choice);
   }
-  if (!DebugEnabled(DebugLevel::kInfo)) return choice.algorithm;
+  remember(choice);
+  if (!DebugEnabled(DebugLevel::kInfo)) return choice;
   if (forced) {
     DebugLog(DebugLevel::kInfo,
              absl::StrCat("rank ", peers.rank(), ": WEFT_ALGO asks for ", Name(*forced), " for ",
@@ -117,25 +148,32 @@ AlgorithmId AlgorithmSelector::Choose(OpKind kind, size_t bytes, const Peers& pe
       first = printed_->seen.emplace(kind, size_class).second;
     }
     if (first) {
-      DebugLog(DebugLevel::kInfo,
-               absl::StrCat("rank 0: tuner: ", tuner_->Explain(kind, bytes, shape)));
+      DebugLog(DebugLevel::kInfo, absl::StrCat("rank 0: tuner: ", Explain(kind, bytes, peers)));
     }
   }
-  return choice.algorithm;
+  return choice;
 }
 
-double AlgorithmSelector::Predict(OpKind kind, size_t bytes, const Peers& peers) const {
-  return tuner_->Predict(Choose(kind, bytes, peers), kind, bytes, TuningShape::Of(peers));
+double AlgorithmSelector::Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
+                                  const Peers& peers) const {
+  return tuners_.front()->Predict(algorithm, kind, bytes, TuningShape::Of(peers));
 }
 
 std::string AlgorithmSelector::Explain(OpKind kind, size_t bytes, const Peers& peers) const {
   const TuningShape shape = TuningShape::Of(peers);
+  std::string explained = tuners_.front()->Explain(kind, bytes, shape);
   const std::optional<AlgorithmId> forced = Forced(kind);
   if (forced && Usable(*forced, peers)) {
-    return absl::StrCat("WEFT_ALGO forces ", Name(*forced),
-                        "; the tuner would say: ", tuner_->Explain(kind, bytes, shape));
+    return absl::StrCat("WEFT_ALGO forces ", Name(*forced), "; the tuner would say: ", explained);
   }
-  return tuner_->Explain(kind, bytes, shape);
+  const Choice choice = Choose(kind, bytes, peers);
+  if (choice.contender_count > 1) {
+    absl::StrAppend(
+        &explained, "; the host's other states choose otherwise, and the job times ",
+        absl::StrJoin(choice.contenders.begin(), choice.contenders.begin() + choice.contender_count,
+                      ", ", [](std::string* out, AlgorithmId id) { out->append(Name(id)); }));
+  }
+  return explained;
 }
 
 }  // namespace weft

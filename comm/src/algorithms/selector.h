@@ -4,10 +4,14 @@
 // implements it ("ring") or per collective ("all_reduce=rabenseifner,broadcast=tree"). Otherwise
 // the tuner (tuner.h) picks the algorithm with the lowest predicted time for the collective, its
 // size and the rank layout; WEFT_DEBUG=INFO prints each decision with its prediction once per
-// collective and power-of-two size class. A forced algorithm that cannot run here (shm_direct
-// across hosts) falls back to the tuner's choice, and WEFT_DEBUG=INFO says so.
+// collective and power-of-two size class. A host with several lasting states (tuner_calibration.h)
+// has a tuner for each, the state a job starts in first: where they disagree, the selector names
+// their choices as contenders, and the job's trials time them (algorithm_trials.h). A forced
+// algorithm that cannot run here (shm_direct across hosts) falls back to the tuner's choice, and
+// WEFT_DEBUG=INFO says so.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -16,6 +20,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "algorithms/algorithm.h"
@@ -25,20 +30,30 @@ namespace weft {
 
 class AlgorithmSelector {
  public:
+  static constexpr int kMaxContenders = 4;
+
   // Fails on an unknown algorithm or collective name, listing the valid ones.
   static absl::StatusOr<AlgorithmSelector> Create(absl::string_view spec);
 
-  // Replaces the tuner (a CostTuner with the built-in model until then); called at creation,
-  // before any operation, with the model calibration produced.
-  void SetTuner(std::shared_ptr<const Tuner> tuner) {
-    tuner_ = std::move(tuner);
-    decided_ = std::make_shared<Decided>();
-  }
+  // Replaces the tuners (one CostTuner with the built-in model until then), one per state of the
+  // host, the state a job starts in first; called at creation, before any operation, with the
+  // models calibration produced.
+  void SetTuners(std::vector<std::shared_ptr<const Tuner>> tuners);
+  void SetTuner(std::shared_ptr<const Tuner> tuner) { SetTuners({std::move(tuner)}); }
 
-  AlgorithmId Choose(OpKind kind, size_t bytes, const Peers& peers) const;
-  // The tuner's predicted seconds for the algorithm Choose returns (negative when it cannot
-  // price it), and a line with every candidate's prediction.
-  double Predict(OpKind kind, size_t bytes, const Peers& peers) const;
+  struct Choice {
+    AlgorithmId algorithm = AlgorithmId::kRing;  // the first state's tuner's
+    // Where the host's states disagree, the algorithms their tuners choose, the first state's
+    // first (the job's trials pick among them: algorithm_trials.h); none where they agree.
+    std::array<AlgorithmId, kMaxContenders> contenders = {};
+    int contender_count = 0;
+    // With contenders: the least any state's tuner predicts for its choice, in seconds.
+    double fastest_s = 0;
+  };
+  Choice Choose(OpKind kind, size_t bytes, const Peers& peers) const;
+  // The first state's tuner's predicted seconds for `algorithm` (negative when it cannot price
+  // it), and a line with every candidate's prediction.
+  double Predict(AlgorithmId algorithm, OpKind kind, size_t bytes, const Peers& peers) const;
   std::string Explain(OpKind kind, size_t bytes, const Peers& peers) const;
 
  private:
@@ -53,16 +68,16 @@ class AlgorithmSelector {
 
   std::optional<AlgorithmId> forced_all_;
   std::map<OpKind, AlgorithmId> forced_;
-  std::shared_ptr<const Tuner> tuner_ = std::make_shared<CostTuner>(CostModel());
+  std::vector<std::shared_ptr<const Tuner>> tuners_ = {std::make_shared<CostTuner>(CostModel())};
   std::shared_ptr<Printed> printed_ = std::make_shared<Printed>();
 
-  // The tuner's decisions by (collective, bytes): pricing every candidate costs more than a small
+  // The decisions by (collective, bytes): pricing every candidate costs more than a small
   // collective itself, and a training step repeats the same few sizes. Shared by copies.
   struct Decided {
     std::mutex mu;
-    std::map<std::pair<OpKind, size_t>, AlgorithmId> by_call;
-    // The latest decision (PackDecision), read without the lock: a loop of one collective at
-    // one size, the common case, never takes it.
+    std::map<std::pair<OpKind, size_t>, Choice> by_call;
+    // The latest decision without contenders (PackDecision), read without the lock: a loop of one
+    // collective at one size, the common case, never takes it.
     std::atomic<uint64_t> latest{kNoDecision};
   };
   static constexpr uint64_t kNoDecision = ~uint64_t{0};

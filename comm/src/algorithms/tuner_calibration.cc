@@ -152,6 +152,8 @@ constexpr double kAloneCpuShare = 0.9;
 // 1.1-1.4x faster from 8 KiB to 2 MiB, where older caches kept the ring ahead. Revision 3: the
 // broadcasts' anchor at kLargeBytes.
 constexpr int kAlgorithmsRevision = 3;
+// Between the states rank 0 publishes: a line no model's text holds.
+constexpr char kStateSeparator[] = "\n%% another state of this host\n";
 constexpr AlgorithmId kDirectAlgorithms[] = {AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect};
 constexpr AlgorithmId kLinkAlgorithms[] = {AlgorithmId::kHierarchical, AlgorithmId::kRabenseifner,
                                            AlgorithmId::kRecursiveDoubling, AlgorithmId::kRing,
@@ -777,7 +779,8 @@ std::string TuningCacheRevisionLine() {
   return absl::StrCat("weft.algorithms_revision ", kAlgorithmsRevision, "\n");
 }
 
-absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Deadline& deadline) {
+absl::StatusOr<std::vector<CostModel>> LoadOrCalibrate(Peers& peers, Store& store,
+                                                       const Deadline& deadline) {
   const Clock::time_point start = Clock::now();
   const NodeLayout& nodes = peers.nodes();
   const int rank = peers.rank();
@@ -792,14 +795,28 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
   // alternate that parses, in the order of AlternateCachePath; and their prices (RecheckPrice).
   std::vector<std::string> states;
   std::vector<double> prices;
+  // On rank 0: the texts of the host's states other than the one `model` holds (their tuners'
+  // disagreements are what the job's trials time: algorithm_trials.h).
+  std::vector<std::string> other_states;
   if (rank == 0) {
-    if (const char* file = Env("WEFT_TUNING_FILE")) {
-      absl::StatusOr<std::string> text = ReadFile(file);
-      if (!text.ok()) {
-        return absl::Status(text.status().code(),
-                            absl::StrCat("reading WEFT_TUNING_FILE: ", text.status().message()));
+    if (const char* files = Env("WEFT_TUNING_FILE")) {
+      // A list names the host's states, the one a job starts in first.
+      bool first = true;
+      for (absl::string_view file : absl::StrSplit(files, ':', absl::SkipEmpty())) {
+        absl::StatusOr<std::string> text = ReadFile(std::string(file));
+        if (!text.ok()) {
+          return absl::Status(text.status().code(),
+                              absl::StrCat("reading WEFT_TUNING_FILE: ", text.status().message()));
+        }
+        CostModel parsed;
+        if (absl::Status s = parsed.Merge(*text, file); !s.ok()) return s;
+        if (first) {
+          model = std::move(parsed);
+          first = false;
+        } else {
+          other_states.push_back(*std::move(text));
+        }
       }
-      if (absl::Status s = model.Merge(*text, file); !s.ok()) return s;
     } else {
       cache = TuningCachePath();
       if (absl::StatusOr<std::string> text = ReadFile(cache); !cache.empty() && text.ok()) {
@@ -832,11 +849,13 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
             });
         if (Usable(id, peers) && !measured) plan.direct.push_back(id);
       }
-      plan.recheck = Usable(AlgorithmId::kShmDirect, peers) &&
-                     std::find(plan.direct.begin(), plan.direct.end(), AlgorithmId::kShmDirect) ==
-                         plan.direct.end() &&
-                     FirstCheckOfCache(cache, peers.size());
-      if (plan.recheck) {
+      // The alternates are read whenever the cache's shm_direct curves can serve: the recheck
+      // judges against them once a process, and every job times where they disagree.
+      const bool states_on_file = !states.empty() && Usable(AlgorithmId::kShmDirect, peers) &&
+                                  std::find(plan.direct.begin(), plan.direct.end(),
+                                            AlgorithmId::kShmDirect) == plan.direct.end();
+      plan.recheck = states_on_file && FirstCheckOfCache(cache, peers.size());
+      if (states_on_file) {
         prices.push_back(RecheckPrice(model, peers.size()));
         // Another revision's or a damaged alternate is no state of this host: ignored.
         for (int i = 1; i < kMaxHostStates; ++i) {
@@ -1002,6 +1021,9 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
     measured = false;
   }
   if (rank == 0) {
+    if (!measured && states.size() > 1) {
+      other_states.insert(other_states.end(), states.begin() + 1, states.end());
+    }
     if (measured) {
       model.set_source(cache.empty() ? "measured" : absl::StrCat("measured, cached in ", cache));
       if (DebugEnabled(DebugLevel::kInfo)) {
@@ -1024,23 +1046,29 @@ absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Dead
         }
         states.insert(states.begin(), TuningCacheRevisionLine() + model.Format());
         if (!WriteStates(cache, states)) model.set_source("measured");
+        // A state measured again joins the others; a communicator measured for anything else
+        // (a new group size) has no other state measured alike.
+        if (measured_again) other_states.assign(states.begin() + 1, states.end());
       }
     }
-    if (absl::Status s =
-            store.Set("tuning/model", absl::StrCat(model.source(), "\n", model.Format()));
-        !s.ok()) {
-      return s;
+    std::string published = absl::StrCat(model.source(), "\n", model.Format());
+    for (const std::string& text : other_states) {
+      absl::StrAppend(&published, kStateSeparator, text);
     }
-    return model;
+    if (absl::Status s = store.Set("tuning/model", published); !s.ok()) return s;
   }
+  // Rank 0 too adopts what it published: every rank then holds the very same numbers.
   absl::StatusOr<std::string> published = store.Get("tuning/model", deadline);
   if (!published.ok()) return published.status();
   const size_t newline = published->find('\n');
-  CostModel adopted;
-  if (absl::Status s = adopted.Merge(published->substr(newline + 1), "rank 0's tuning"); !s.ok()) {
-    return s;
+  std::vector<CostModel> adopted;
+  for (absl::string_view text :
+       absl::StrSplit(absl::string_view(*published).substr(newline + 1), kStateSeparator)) {
+    absl::ConsumePrefix(&text, TuningCacheRevisionLine());
+    CostModel& state = adopted.emplace_back();
+    if (absl::Status s = state.Merge(text, "rank 0's tuning"); !s.ok()) return s;
+    state.set_source(published->substr(0, newline));
   }
-  adopted.set_source(published->substr(0, newline));
   return adopted;
 }
 

@@ -1,8 +1,11 @@
-// Calibration: how a communicator gets the CostModel its tuner prices algorithms with.
+// Calibration: how a communicator gets the CostModels its tuners price algorithms with, one per
+// lasting state of the host, the state it starts in first (where their tuners disagree, the job's
+// trials decide: algorithm_trials.h).
 //
 // Collective over the communicator, at creation, before the engine starts. Rank 0 decides:
 //   - WEFT_TUNING_FILE set: that file is the model (missing entries keep their defaults), and
-//     nothing is measured or cached;
+//     nothing is measured or cached; a list of files (a:b:c) names the host's states, the first
+//     the one a job starts in;
 //   - otherwise the per-host cache, tuning-<host>.txt in WEFT_CACHE_DIR (default
 //     $XDG_CACHE_HOME/weft, else ~/.cache/weft); what this communicator uses and the cache lacks
 //     is measured, and rank 0 rewrites the cache (atomically). A cache measured by another
@@ -26,8 +29,9 @@
 //     over AllocShared buffers instead) and about 1 s on the rig's 2 nodes x 2 ranks, and only the
 //     first communicator of a size on a host pays. With less than 20 s left of the creation
 //     deadline (a low WEFT_TIMEOUT) nothing is measured: the cache or the built-in defaults stand.
-// Rank 0 then publishes the model through the store and every rank adopts it, so all ranks price
-// with the same numbers and choose the same algorithms.
+// Where every rank shares the host and its cache has alternates, those are the other states.
+// Rank 0 then publishes the models through the store and every rank, rank 0 too, adopts them, so
+// all ranks price with the same numbers and choose the same algorithms.
 #pragma once
 
 #include <string>
@@ -41,7 +45,8 @@
 
 namespace weft {
 
-absl::StatusOr<CostModel> LoadOrCalibrate(Peers& peers, Store& store, const Deadline& deadline);
+absl::StatusOr<std::vector<CostModel>> LoadOrCalibrate(Peers& peers, Store& store,
+                                                       const Deadline& deadline);
 
 // The cache file rank 0 of a communicator on this host reads and writes ("" when neither
 // WEFT_CACHE_DIR, XDG_CACHE_HOME nor HOME is set).
