@@ -1007,18 +1007,20 @@ absl::StatusOr<std::vector<CostModel>> LoadOrCalibrate(Peers& peers, Store& stor
   if (rank == 0 && measured_again && verdict.new_state &&
       Apart(measured_price, verdict.now) > kDisturbedRatio) {
     // The host left the slow state the recheck found while the direct curves were measured (that
-    // VM did in one measurement of four): the curves are of no one state, and the files stay as
-    // they were. (A state measured because the host ran faster is kept whatever the host does:
-    // it is no slower than what stood in.)
+    // VM did in one measurement of four): the curves are of no one state, and no file takes them.
+    // (A state measured because the host ran faster is kept whatever the host does: it is no slower
+    // than what stood in.)
     DebugLog(DebugLevel::kInfo,
              absl::StrFormat("rank 0: the host left the state it was found in while it was "
                              "measured (shm_direct's %d-byte all-reduce took %.1f us, and "
-                             "%.1f us as measured in %.0f ms): keeping the cache as it was",
+                             "%.1f us as measured in %.0f ms): no state on file takes these curves",
                              kRecheckBytes, verdict.now * 1e6, measured_price * 1e6,
                              Since(start) * 1e3));
     model = *std::move(unmeasured);
     measured_again = false;
     measured = false;
+    // The state that stood in is still the nearest on file: it goes first, as unmeasured.
+    if (verdict.stand_in > 0) WriteStates(cache, states);
   }
   if (rank == 0) {
     if (!measured && states.size() > 1) {
