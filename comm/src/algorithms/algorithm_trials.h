@@ -17,8 +17,8 @@
 // a loop the rank that starts first waits for the others. Spent on it: from the end of the one
 // before, where that was the previous collective and of the same size, else from its start. In a
 // loop of 512 KiB all-reduces on shm_direct each took 40 us from its start, 71 us from the one
-// before (cma_direct: 115 either way): what shm_direct leaves to the next collective (its
-// buffers' release) would have made it win rounds it lost. A round comes once
+// before (cma_direct: 115 either way): shm_direct leaves part of its cost to the next
+// collective, and timed from its own start it would have won rounds it lost. A round comes once
 // kMinCallsBetweenRounds collectives of the size have run since the last (or since the first: a
 // job's first collectives, cold, would mislead the trials) and added up to kRoundEverySeconds as
 // the tuners price them: a change of state costs about that long, and a round, two collectives on
