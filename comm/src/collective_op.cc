@@ -10,18 +10,6 @@
 namespace weft {
 namespace {
 
-Envelope MakeEnvelope(const CollectiveArgs& args, AlgorithmId algorithm, uint64_t seq) {
-  Envelope e;
-  e.seq = seq;
-  e.count = args.count;
-  e.kind = static_cast<uint16_t>(args.kind);
-  e.dtype = static_cast<uint8_t>(args.dtype);
-  e.op = static_cast<uint8_t>(args.op);
-  e.root_or_tag = args.root;
-  e.algorithm = static_cast<uint32_t>(algorithm);
-  return e;
-}
-
 std::vector<Transfer> Post(Peers& peers, const std::vector<P2pTransfer>& transfers) {
   std::vector<Transfer> posted;
   posted.reserve(transfers.size());

@@ -67,6 +67,9 @@ bool Implements(AlgorithmId id, OpKind kind);
 bool Usable(AlgorithmId id, const Peers& peers);
 
 std::unique_ptr<Algorithm> MakeAlgorithm(AlgorithmId id, Peers& peers, const CollectiveArgs& args);
+// The envelope every message of collective `seq` carries when `algorithm` runs it over `args`
+// (its step filled per message).
+Envelope MakeEnvelope(const CollectiveArgs& args, AlgorithmId algorithm, uint64_t seq);
 // Whether `id`'s algorithm for `args` implements Post (above).
 bool Posts(AlgorithmId id, const CollectiveArgs& args);
 

@@ -110,14 +110,7 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
   args.count = static_cast<size_t>(kTimesPerContender + trials);
   args.dtype = DataType::kFloat64;
   args.op = ReduceOp::kMax;
-  Envelope e;
-  e.seq = kAgreementSeqBase - which;
-  e.kind = static_cast<uint16_t>(args.kind);
-  e.count = args.count;
-  e.dtype = static_cast<uint8_t>(args.dtype);
-  e.op = static_cast<uint8_t>(args.op);
-  e.algorithm = static_cast<uint32_t>(AlgorithmId::kShmDirect);
-  peers.Begin(e, deadline);
+  peers.Begin(MakeEnvelope(args, AlgorithmId::kShmDirect, kAgreementSeqBase - which), deadline);
   if (absl::Status s = MakeAlgorithm(AlgorithmId::kShmDirect, peers, args)->Run(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("agreeing on the trials of ", Name(kind), " of ",
                                                bytes, " bytes: ", s.message()));

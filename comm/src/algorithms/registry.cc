@@ -95,6 +95,18 @@ bool Posts(AlgorithmId id, const CollectiveArgs& args) {
   return id == AlgorithmId::kShmDirect && ShmDirect::FitsInLine(args);
 }
 
+Envelope MakeEnvelope(const CollectiveArgs& args, AlgorithmId algorithm, uint64_t seq) {
+  Envelope e;
+  e.seq = seq;
+  e.count = args.count;
+  e.kind = static_cast<uint16_t>(args.kind);
+  e.dtype = static_cast<uint8_t>(args.dtype);
+  e.op = static_cast<uint8_t>(args.op);
+  e.root_or_tag = args.root;
+  e.algorithm = static_cast<uint32_t>(algorithm);
+  return e;
+}
+
 std::unique_ptr<Algorithm> MakeAlgorithm(AlgorithmId id, Peers& peers, const CollectiveArgs& args) {
   switch (id) {
     case AlgorithmId::kShmDirect:

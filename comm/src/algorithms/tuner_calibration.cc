@@ -268,14 +268,8 @@ RankGroup Everyone(const Peers& peers) {
 // Readies the links for a calibration collective: `which` makes its envelope unique.
 void BeginCalibration(Peers& peers, const CollectiveArgs& args, AlgorithmId algorithm,
                       uint64_t which, const Deadline& deadline) {
-  Envelope e;
-  e.seq = ~uint64_t{0} - which;  // no user operation numbers this high
-  e.kind = static_cast<uint16_t>(args.kind);
-  e.count = args.count;
-  e.dtype = static_cast<uint8_t>(args.dtype);
-  e.op = static_cast<uint8_t>(args.op);
-  e.algorithm = static_cast<uint32_t>(algorithm);
-  peers.Begin(e, deadline);
+  // No user operation numbers this high.
+  peers.Begin(MakeEnvelope(args, algorithm, ~uint64_t{0} - which), deadline);
 }
 
 // An all-reduce in place over `group` by the group ring, of `count` elements of `type`.
