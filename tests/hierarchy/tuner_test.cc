@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "algorithms/algorithm_trials.h"
+#include "algorithms/arena_rounds.h"
 #include "algorithms/hierarchical_group.h"
 #include "algorithms/selector.h"
 #include "algorithms/tuner_calibration.h"
@@ -59,6 +62,24 @@ std::unique_ptr<Peers> FakePeers(const std::vector<std::string>& hosts, int rank
   auto peers = std::make_unique<Peers>(rank, static_cast<int>(hosts.size()),
                                        std::vector<std::unique_ptr<Link>>(hosts.size()), nullptr);
   peers->SetNodes(NodeLayout(hosts, rank));
+  return peers;
+}
+
+// One rank alone on its host, with the host's arena: where the trials run.
+std::unique_ptr<Peers> OneHostPeers() {
+  static int made = 0;
+  const testing::TempDir store_dir("tuner-test");
+  FileStore store(store_dir.path());
+  absl::StatusOr<std::unique_ptr<ShmArena>> arena =
+      ShmArena::Create(store, absl::StrCat("tuner-test-", getpid(), "-", made++), 0, {0},
+                       ArenaRounds::AreaBytes(), Deadline::In(absl::Seconds(10)));
+  if (!arena.ok()) {
+    ADD_FAILURE() << arena.status();
+    return nullptr;
+  }
+  auto peers =
+      std::make_unique<Peers>(0, 1, std::vector<std::unique_ptr<Link>>(1), *std::move(arena));
+  peers->SetNodes(NodeLayout({"a"}, 0));
   return peers;
 }
 
@@ -479,16 +500,80 @@ TEST(Selector, TheStatesChoicesContendWhereTheyDisagree) {
     EXPECT_EQ(middle.contenders[1], AlgorithmId::kRabenseifner);
     EXPECT_DOUBLE_EQ(middle.fastest_s, 1e-3);
   }
-  EXPECT_TRUE(absl::EndsWith(
-      selector->Explain(OpKind::kAllReduce, 256 << 10, *peers),
-      "; the host's other states choose otherwise, and the job times ring, rabenseifner"))
+  EXPECT_TRUE(absl::EndsWith(selector->Explain(OpKind::kAllReduce, 256 << 10, *peers),
+                             "; the job times ring, rabenseifner (a state of the host chooses "
+                             "each, or prices it within 2.5x of its choice)"))
       << selector->Explain(OpKind::kAllReduce, 256 << 10, *peers);
 }
 
-// A round of trials comes once 32 collectives with contenders have run since the last (or the
-// first) and added up to kRoundEverySeconds as priced: two trials of each challenger, then the
-// one that decides. Each size keeps its own rounds.
-TEST(AlgorithmTrials, ARoundTriesEachChallengerTwiceThenDecides) {
+// Prices each algorithm of its list alike for every collective and size; chooses the cheapest.
+class PriceListTuner final : public Tuner {
+ public:
+  explicit PriceListTuner(std::vector<TunerChoice> prices) : prices_(std::move(prices)) {}
+  TunerChoice Choose(OpKind, size_t, const TuningShape&) const override {
+    return *std::min_element(prices_.begin(), prices_.end(), [](const auto& a, const auto& b) {
+      return a.predicted_s < b.predicted_s;
+    });
+  }
+  double Predict(AlgorithmId algorithm, OpKind, size_t, const TuningShape&) const override {
+    for (const TunerChoice& price : prices_) {
+      if (price.algorithm == algorithm) return price.predicted_s;
+    }
+    return -1;
+  }
+  std::vector<TunerChoice> Priced(OpKind, size_t, const TuningShape&) const override {
+    return prices_;
+  }
+  std::string Explain(OpKind, size_t, const TuningShape&) const override { return "price list"; }
+
+ private:
+  std::vector<TunerChoice> prices_;
+};
+
+// Where every rank shares the host (the trials can run), an algorithm a state prices within
+// kNearFactor of its choice contends too: after the states' choices, nearest first. Across hosts
+// only the states' disagreements count, and a state alone contends with nothing beyond 2.5x.
+TEST(Selector, TheAlgorithmsPricedNearAStatesChoiceContendOnOneHost) {
+  const std::unique_ptr<Peers> one_host_peers = OneHostPeers();
+  ASSERT_NE(one_host_peers, nullptr);
+  const Peers& one_host = *one_host_peers;
+  const auto two_hosts = FakePeers({"a", "b"}, 0);
+  const auto first =
+      std::make_shared<PriceListTuner>(std::vector<TunerChoice>{{AlgorithmId::kShmDirect, 100e-6},
+                                                                {AlgorithmId::kCmaDirect, 240e-6},
+                                                                {AlgorithmId::kRing, 300e-6}});
+  const auto second = std::make_shared<PriceListTuner>(
+      std::vector<TunerChoice>{{AlgorithmId::kShmDirect, 100e-6},
+                               {AlgorithmId::kCmaDirect, 90e-6},
+                               {AlgorithmId::kRabenseifner, 200e-6}});
+  const auto contenders = [](const AlgorithmSelector::Choice& choice) {
+    return std::vector<AlgorithmId>(choice.contenders.begin(),
+                                    choice.contenders.begin() + choice.contender_count);
+  };
+  // A selector belongs to one communicator (it keeps its decisions): one per layout.
+  const auto choose = [](std::vector<std::shared_ptr<const Tuner>> tuners, const Peers& peers) {
+    AlgorithmSelector selector;
+    selector.SetTuners(std::move(tuners));
+    return selector.Choose(OpKind::kAllReduce, 1 << 20, peers);
+  };
+  const AlgorithmSelector::Choice here = choose({first, second}, one_host);
+  EXPECT_EQ(here.algorithm, AlgorithmId::kShmDirect);
+  EXPECT_EQ(contenders(here),
+            (std::vector<AlgorithmId>{AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect,
+                                      AlgorithmId::kRabenseifner}));
+  EXPECT_DOUBLE_EQ(here.fastest_s, 90e-6);
+  EXPECT_EQ(contenders(choose({first, second}, *two_hosts)),
+            (std::vector<AlgorithmId>{AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect}));
+  EXPECT_EQ(contenders(choose({first}, one_host)),
+            (std::vector<AlgorithmId>{AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect}));
+  EXPECT_EQ(contenders(choose({first}, *two_hosts)), std::vector<AlgorithmId>{});
+}
+
+// A round of trials comes once 64 collectives with contenders, doubling to 512 as rounds go by,
+// have run since the last (or the first) and added up to kRoundEverySeconds as priced: a block of
+// trials of each challenger, 1 ms as priced, 3 to 8 collectives, then the one that decides. Each
+// size keeps its own rounds.
+TEST(AlgorithmTrials, ARoundTriesEachChallengerInABlockThenDecides) {
   using Role = AlgorithmTrials::Role;
   AlgorithmSelector::Choice choice;
   choice.algorithm = AlgorithmId::kShmDirect;
@@ -511,28 +596,36 @@ TEST(AlgorithmTrials, ARoundTriesEachChallengerTwiceThenDecides) {
   };
   const int kDecide = static_cast<int>(Role::kDecide);
   const int kIncumbent = static_cast<int>(Role::kIncumbent);
-  for (int round = 0; round < 3; ++round) {
-    // 4 ms each: 32 collectives reach 32 and 128 ms (the one that decided counts).
-    for (int i = round == 0 ? 0 : 1; i < 32; ++i) {
+  for (int round = 0; round < 5; ++round) {
+    // 4 ms each: the count decides (the one that decided counts); a block of 3.
+    const int calls = std::min(64 << round, 512);
+    for (int i = round == 0 ? 0 : 1; i < calls; ++i) {
       EXPECT_EQ(next(1 << 20, choice), kIncumbent) << round << " " << i;
     }
     EXPECT_EQ(next(1 << 20, choice), 10) << round;
     EXPECT_EQ(next(1 << 20, choice), 11) << round;
+    EXPECT_EQ(next(1 << 20, choice), 12) << round;
     EXPECT_EQ(next(1 << 20, choice), kDecide) << round;
   }
-  // Priced at 0.1 ms, 50 collectives reach 5 ms.
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(next(2 << 20, fast), kIncumbent) << i;
-  EXPECT_EQ(next(2 << 20, fast), 10);
+  // Priced at 0.1 ms, 50 collectives reach 5 ms, but a round waits for 64; a block of 8.
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(next(2 << 20, fast), kIncumbent) << i;
+  for (int trial = 0; trial < 8; ++trial) EXPECT_EQ(next(2 << 20, fast), 10 + trial);
+  EXPECT_EQ(next(2 << 20, fast), kDecide);
+  // Priced at 0.2 ms: blocks of 5.
+  AlgorithmSelector::Choice middle = choice;
+  middle.fastest_s = 2e-4;
+  EXPECT_EQ(AlgorithmTrials::TimesPerContender(middle), 5);
 }
 
 // A round's trials run the contenders other than the incumbent (before any round, the first
-// state's choice), in mirrored order.
-TEST(AlgorithmTrials, TheTrialsRunTheChallengersInMirroredOrder) {
+// state's choice), a block each.
+TEST(AlgorithmTrials, TheTrialsRunEachChallengerInABlock) {
   using Role = AlgorithmTrials::Role;
   AlgorithmSelector::Choice choice;
   choice.algorithm = AlgorithmId::kCmaDirect;
   choice.contenders = {AlgorithmId::kCmaDirect, AlgorithmId::kShmDirect, AlgorithmId::kRing};
   choice.contender_count = 3;
+  choice.fastest_s = 5e-4;  // blocks of 3
   const AlgorithmTrials trials(true);
   const auto runs = [&](Role role, int trial) {
     return trials.Algorithm(OpKind::kAllGather, 1 << 20, choice, {role, trial});
@@ -540,10 +633,82 @@ TEST(AlgorithmTrials, TheTrialsRunTheChallengersInMirroredOrder) {
   EXPECT_EQ(runs(Role::kIncumbent, 0), AlgorithmId::kCmaDirect);
   EXPECT_EQ(runs(Role::kDecide, 0), AlgorithmId::kCmaDirect);
   EXPECT_EQ(runs(Role::kTrial, 0), AlgorithmId::kShmDirect);
-  EXPECT_EQ(runs(Role::kTrial, 1), AlgorithmId::kRing);
-  EXPECT_EQ(runs(Role::kTrial, 2), AlgorithmId::kRing);
-  EXPECT_EQ(runs(Role::kTrial, 3), AlgorithmId::kShmDirect);
+  EXPECT_EQ(runs(Role::kTrial, 2), AlgorithmId::kShmDirect);
+  EXPECT_EQ(runs(Role::kTrial, 3), AlgorithmId::kRing);
+  EXPECT_EQ(runs(Role::kTrial, 5), AlgorithmId::kRing);
   EXPECT_EQ(trials.Found(OpKind::kAllGather, 1 << 20), std::nullopt);
+}
+
+// The decisions, on one rank with synthetic times: the incumbent's mean over its collectives
+// since the round before (past a size's first 32, cold) against the mean of each challenger's
+// block but its first (the switch). A collective that starts long after the one before ended
+// (the caller's own work) is timed from its own start.
+TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
+  using Role = AlgorithmTrials::Role;
+  const std::unique_ptr<Peers> peers = OneHostPeers();
+  ASSERT_NE(peers, nullptr);
+  AlgorithmSelector::Choice choice;
+  choice.algorithm = AlgorithmId::kCmaDirect;
+  choice.contenders = {AlgorithmId::kCmaDirect, AlgorithmId::kShmDirect};
+  choice.contender_count = 2;
+  choice.fastest_s = 2.5e-4;  // blocks of 4; gaps from 2.5 ms
+  ASSERT_EQ(AlgorithmTrials::TimesPerContender(choice), 4);
+  constexpr OpKind kKind = OpKind::kAllGather;
+  constexpr size_t kBytes = 1 << 20;
+  AlgorithmTrials trials(true);
+  uint64_t seq = 0;
+  double now = 1;
+  int calls = 0;
+  // Runs collectives as CollectiveOp::Run does through `rounds` more decisions, each taking the
+  // seconds `took` gives for its algorithm, role and place in the run, and the incumbent's
+  // starting `incumbent_gap` after the one before ended; returns the algorithm found then.
+  using Took = std::function<double(AlgorithmId, const AlgorithmTrials::Plan&, int)>;
+  const auto run = [&](int rounds, const Took& took, double incumbent_gap = 0) {
+    for (int i = 0; rounds > 0; ++i) {
+      const AlgorithmTrials::Plan plan = trials.Next(kKind, kBytes, choice);
+      if (plan.role == Role::kDecide) {
+        EXPECT_TRUE(
+            trials.Decide(kKind, kBytes, choice, *peers, Deadline::In(absl::Seconds(10))).ok());
+        --rounds;
+      }
+      const AlgorithmId algorithm = trials.Algorithm(kKind, kBytes, choice, plan);
+      const double start = now + (plan.role == Role::kIncumbent ? incumbent_gap : 0);
+      now = start + took(algorithm, plan, i);
+      if (plan.role == Role::kIncumbent || plan.role == Role::kTrial) {
+        trials.Record(kKind, kBytes, choice, plan, seq, start, now);
+      }
+      ++seq;
+      ++calls;
+    }
+    return trials.Found(kKind, kBytes);
+  };
+  const auto steady = [](double cma, double shm) {
+    return [cma, shm](AlgorithmId algorithm, const AlgorithmTrials::Plan&, int) {
+      return algorithm == AlgorithmId::kCmaDirect ? cma : shm;
+    };
+  };
+  // cma_direct 2 ms but 50 ms each of its first 32 (cold, not counted), shm_direct 1 ms: the
+  // first round, after 64, takes shm_direct.
+  const auto cold = [](AlgorithmId algorithm, const AlgorithmTrials::Plan&, int i) {
+    if (algorithm == AlgorithmId::kCmaDirect) return i < 32 ? 50e-3 : 2e-3;
+    return 1e-3;
+  };
+  EXPECT_EQ(run(1, cold), AlgorithmId::kShmDirect);
+  EXPECT_EQ(calls, 64 + 4 + 1);
+  // shm_direct slows to 3 ms: the next round, 128 later, takes cma_direct (2 ms).
+  EXPECT_EQ(run(1, steady(2e-3, 3e-3)), AlgorithmId::kCmaDirect);
+  EXPECT_EQ(calls, 69 + 127 + 4 + 1);
+  // A block's first trial pays for the switch (100 ms): the rest of shm_direct's block (1 ms)
+  // beats cma_direct.
+  const auto switching = [](AlgorithmId algorithm, const AlgorithmTrials::Plan& plan, int) {
+    if (algorithm == AlgorithmId::kCmaDirect) return 2e-3;
+    return plan.role == Role::kTrial && plan.trial == 0 ? 100e-3 : 1e-3;
+  };
+  EXPECT_EQ(run(1, switching), AlgorithmId::kShmDirect);
+  // shm_direct 1 ms, cma_direct 1.5 ms, the caller working 50 ms between incumbents: timed from
+  // their own starts, shm_direct stays (from the ends before, cma_direct's block would win).
+  EXPECT_EQ(run(1, steady(1.5e-3, 1e-3), 50e-3), AlgorithmId::kShmDirect);
+  EXPECT_EQ(run(1, steady(1e-3, 1.5e-3), 50e-3), AlgorithmId::kCmaDirect);
 }
 
 TEST(Selector, KnowsTheHierarchicalNames) {

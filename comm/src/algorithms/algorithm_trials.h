@@ -1,5 +1,5 @@
-// AlgorithmTrials: which of the algorithms its host's states disagree on runs a collective
-// fastest now, found by timing each on the job's own collectives.
+// AlgorithmTrials: which of the algorithms the models cannot tell apart runs a collective fastest
+// now, found by timing each on the job's own collectives.
 //
 // A host can run in lasting states that rank the direct algorithms differently (a VM whose vCPUs
 // the hypervisor moves between cores that share more or less cache), and its cache keeps a model
@@ -7,22 +7,42 @@
 // also left it within a second in a quarter to a third of its jobs, and its states are points of a
 // drift more than a few fixed settings: a probe priced against the models put a job in its slow
 // state while shm_direct ran 3.5x faster than the slow state's choice right beside it. So where
-// the states' tuners disagree on a collective's algorithm (the selector's contenders), the job
-// asks the machine, on its own collectives of that kind and size. The incumbent (at first the
-// first state's choice) runs them, timed; every so often a round of trials runs the next ones on
-// each challenger (the other contenders) twice, and the one after the round begins with the ranks
-// agreeing on the times, the incumbent's last two and the trials', and runs, as every one after
-// it, on the contender whose faster time was fastest. A collective's time is the most any rank
-// spent on it (a tiny all-reduce of the maximum, exact, so every rank holds the same numbers): in
-// a loop the rank that starts first waits for the others. Spent on it: from the end of the one
-// before, where that was the previous collective and of the same size, else from its start. In a
-// loop of 512 KiB all-reduces on shm_direct each took 40 us from its start, 71 us from the one
-// before (cma_direct: 115 either way): shm_direct leaves part of its cost to the next
-// collective, and timed from its own start it would have won rounds it lost. A round comes once
-// kMinCallsBetweenRounds collectives of the size have run since the last (or since the first: a
-// job's first collectives, cold, would mislead the trials) and added up to kRoundEverySeconds as
-// the tuners price them: a change of state costs about that long, and a round, two collectives on
-// each challenger, a few percent at most.
+// the states' tuners disagree on a collective's algorithm, or a state prices another near its
+// choice (the selector's contenders), the job asks the machine, on its own collectives of that
+// kind and size.
+//
+// The incumbent (at first the first state's choice) runs them, timed. Every so often a round of
+// trials runs the next ones on each challenger (the other contenders) in turn, a block of
+// TimesPerContender each; the collective after the round begins with the ranks agreeing on the
+// times, and it and every one after it run on the contender with the least mean: the
+// incumbent's over its collectives since the round before, a challenger's over its block.
+//
+// What is timed:
+// - A collective's time is the most any rank spent on it (a tiny all-reduce of the maximum,
+//   exact, so every rank holds the same numbers): in a loop the rank that starts first waits for
+//   the others.
+// - Spent on it: from the end of the one before, where that was the previous collective, of the
+//   same size, and ended less than kGapFactor times its price before this one started; else from
+//   its own start. In a loop of 512 KiB all-reduces on shm_direct each took 40 us from its start,
+//   71 us from the one before (cma_direct: 115 either way): shm_direct leaves part of its cost to
+//   the next collective, and timed from its own start it would have won rounds it lost.
+// - Means, not the fastest of two: a loop's pace is its collectives' mean, and a 64 KiB
+//   all-gather on cma_direct took 7-10 us at best of two, against 20 on average in the loop
+//   (shm_direct: 9-14 at best, 15 on average). The incumbent's mean covers all its collectives
+//   since the round before (past a size's first kColdCalls), since the pace changes from one
+//   stretch of a few to the next: cma_direct's means of the 8 before a round came to 7-11 us in
+//   that loop.
+// - A block lasts kBlockSeconds as priced, kMinTimesPerContender to kMaxTimesPerContender
+//   collectives; its first pays for the switch and is left out of its mean.
+//
+// When: once the collectives of the size since the last round (or since the first: a job's first
+// collectives, cold, would mislead the trials) have added up to kRoundEverySeconds as the tuners
+// price them, a change of state costing about that long, and number CallsBeforeRound: 64,
+// doubling to 512 as rounds go by. A round costs a block on each slower challenger, which a
+// contender priced within 2.5x of the choice (selector.h) makes up to 12 collectives' time for a
+// block of 8: at large sizes, where the count sets the pace, 19% of 64 collectives at first, 2.3%
+// of 512 later. Collectives that run on the caller's thread as they are issued (shm_direct's line
+// rounds) take no part (communicator.cc).
 //
 // Roles are set at issue, in issue order, alike on every rank (Next); which algorithm a role runs,
 // and the times, are settled where the collectives execute, in that same order everywhere.
@@ -46,9 +66,31 @@ namespace weft {
 class AlgorithmTrials {
  public:
   static constexpr double kRoundEverySeconds = 5e-3;
-  static constexpr int kMinCallsBetweenRounds = 32;
-  static constexpr int kTimesPerContender = 2;
-  static constexpr int kMaxTrials = kTimesPerContender * (AlgorithmSelector::kMaxContenders - 1);
+  static constexpr int kMinCallsBetweenRounds = 64;
+  // The collectives of a size before its round `round` (from 0): kMinCallsBetweenRounds, doubled
+  // for each round before up to kRoundSpacingDoublings times.
+  static constexpr int kRoundSpacingDoublings = 3;
+  static constexpr int CallsBeforeRound(int round) {
+    return kMinCallsBetweenRounds << (round < kRoundSpacingDoublings ? round
+                                                                     : kRoundSpacingDoublings);
+  }
+  static constexpr double kBlockSeconds = 1e-3;
+  static constexpr int kMinTimesPerContender = 3;
+  static constexpr int kMaxTimesPerContender = 8;
+  // The collectives in each contender's block, alike on every rank (every rank prices alike).
+  static int TimesPerContender(const AlgorithmSelector::Choice& choice);
+  static constexpr int kMaxTrials = kMaxTimesPerContender * (AlgorithmSelector::kMaxContenders - 1);
+  // A collective that starts this many times fastest_s or more after the one before ended
+  // waited on the caller, not on what that one left: it is timed from its own start. A benchmark
+  // that refills its input between warm-up and timed loop took 14 ms there, which one 512 KiB
+  // reduce-scatter timed from the collective before would have charged to shm_direct.
+  static constexpr double kGapFactor = 10;
+  // A block's first trials, left out of its mean: they pay for the switch (a 512 KiB
+  // reduce-scatter's first shm_direct after cma_direct took 538 us, the next 60-80).
+  static constexpr int kWarmingTrials = 1;
+  // A size's first collectives, left out of the incumbent's mean: 2 MiB all-gathers on shm_direct
+  // took 371 us on average over their first 64, page faults and all, and 160-190 in loops after.
+  static constexpr int kColdCalls = kMinCallsBetweenRounds / 2;
   // Sizes followed at once; beyond, a collective runs on the first state's choice.
   static constexpr size_t kMaxCalls = 256;
 
@@ -75,7 +117,8 @@ class AlgorithmTrials {
                         const Plan& plan) const;
   // collective `seq` with `plan` (kIncumbent, kTrial) ran from `start` to `end` on this rank
   // (seconds on a steady clock);
-  void Record(OpKind kind, size_t bytes, const Plan& plan, uint64_t seq, double start, double end);
+  void Record(OpKind kind, size_t bytes, const AlgorithmSelector::Choice& choice, const Plan& plan,
+              uint64_t seq, double start, double end);
   // the round before is over: the ranks agree on the times and take the fastest contender.
   absl::Status Decide(OpKind kind, size_t bytes, const AlgorithmSelector::Choice& choice,
                       Peers& peers, const Deadline& deadline);
@@ -88,22 +131,25 @@ class AlgorithmTrials {
   struct Issued {
     double seconds_since_round = 0;
     int calls_since_round = 0;
+    int rounds = 0;       // begun
     int next_trial = -1;  // in a round: the trials issued so far
   };
   struct Timed {
     std::optional<AlgorithmId> fastest;
     int rounds = 0;  // decided: turns the order of the challengers
-    // The incumbent's last times (a ring), and the round's trials' by place.
-    std::array<double, kTimesPerContender> incumbent = {};
-    int next_incumbent = 0;
+    // The incumbent's collectives since the round before and their time (past the first
+    // kColdCalls ever), and the round's trials' times by place.
+    int incumbent_calls = 0;
+    int incumbent_times = 0;
+    double incumbent_seconds = 0;
     std::array<double, kMaxTrials> trials = {};
   };
   // The collective recorded last: its number, size and end.
   uint64_t last_seq_ = 0;
   Call last_call_;
   double last_end_ = 0;
-  // The challenger trial `trial` of a round runs, `incumbent` holding: the contenders but it, in
-  // mirrored order (C D D C), turned by one each round.
+  // The challenger trial `trial` of a round runs, `incumbent` holding: the contenders but it, a
+  // block each, in an order turned by one each round.
   static AlgorithmId Challenger(const AlgorithmSelector::Choice& choice, AlgorithmId incumbent,
                                 int rounds, int trial);
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "log.h"
@@ -112,16 +113,30 @@ AlgorithmSelector::Choice AlgorithmSelector::Choose(OpKind kind, size_t bytes,
   const TuningShape shape = TuningShape::Of(peers);
   Choice choice;
   choice.fastest_s = std::numeric_limits<double>::infinity();
+  const auto contend = [&](AlgorithmId id) {
+    const auto end = choice.contenders.begin() + choice.contender_count;
+    if (std::find(choice.contenders.begin(), end, id) == end &&
+        choice.contender_count < kMaxContenders) {
+      choice.contenders[choice.contender_count++] = id;
+    }
+  };
+  // (price over the state's choice's, algorithm); trials run only where the ranks share a host.
+  std::vector<std::pair<double, AlgorithmId>> near;
   for (size_t state = 0; state < tuners_.size(); ++state) {
     const TunerChoice chosen = tuners_[state]->Choose(kind, bytes, shape);
     if (state == 0) choice.algorithm = chosen.algorithm;
     choice.fastest_s = std::min(choice.fastest_s, chosen.predicted_s);
-    const auto end = choice.contenders.begin() + choice.contender_count;
-    if (std::find(choice.contenders.begin(), end, chosen.algorithm) == end &&
-        choice.contender_count < kMaxContenders) {
-      choice.contenders[choice.contender_count++] = chosen.algorithm;
+    contend(chosen.algorithm);
+    if (!shape.arena || chosen.predicted_s <= 0) continue;
+    for (const TunerChoice& priced : tuners_[state]->Priced(kind, bytes, shape)) {
+      const double ratio = priced.predicted_s / chosen.predicted_s;
+      if (priced.algorithm != chosen.algorithm && ratio <= kNearFactor) {
+        near.emplace_back(ratio, priced.algorithm);
+      }
     }
   }
+  std::sort(near.begin(), near.end());
+  for (const auto& [ratio, id] : near) contend(id);
   if (choice.contender_count < 2) {
     choice.contender_count = 0;
     choice.fastest_s = 0;
@@ -169,9 +184,12 @@ std::string AlgorithmSelector::Explain(OpKind kind, size_t bytes, const Peers& p
   const Choice choice = Choose(kind, bytes, peers);
   if (choice.contender_count > 1) {
     absl::StrAppend(
-        &explained, "; the host's other states choose otherwise, and the job times ",
+        &explained, "; the job times ",
         absl::StrJoin(choice.contenders.begin(), choice.contenders.begin() + choice.contender_count,
-                      ", ", [](std::string* out, AlgorithmId id) { out->append(Name(id)); }));
+                      ", ", [](std::string* out, AlgorithmId id) { out->append(Name(id)); }),
+        absl::StrFormat(" (a state of the host chooses each, or prices it within %gx of its "
+                        "choice)",
+                        kNearFactor));
   }
   return explained;
 }

@@ -5,8 +5,10 @@
 // the tuner (tuner.h) picks the algorithm with the lowest predicted time for the collective, its
 // size and the rank layout; WEFT_DEBUG=INFO prints each decision with its prediction once per
 // collective and power-of-two size class. A host with several lasting states (tuner_calibration.h)
-// has a tuner for each, the state a job starts in first: where they disagree, the selector names
-// their choices as contenders, and the job's trials time them (algorithm_trials.h). A forced
+// has a tuner for each, the state a job starts in first. Where every rank shares the host, the
+// selector names as contenders the states' choices where they disagree and the algorithms a state
+// prices within kNearFactor of its choice, and the job's trials time them (algorithm_trials.h).
+// A forced
 // algorithm that cannot run here (shm_direct across hosts) falls back to the tuner's choice, and
 // WEFT_DEBUG=INFO says so.
 #pragma once
@@ -31,6 +33,12 @@ namespace weft {
 class AlgorithmSelector {
  public:
   static constexpr int kMaxContenders = 4;
+  // A host's states are points of a drift more than a few fixed settings, and the drift turns the
+  // direct algorithms' ranking over by up to 2x: on the 2-vCPU VM a loop of 512 KiB all-reduces
+  // took 50 us on shm_direct against 95 on cma_direct in one state, 215 against 200 in another,
+  // while calibration priced them 206 and 203. An algorithm priced within this factor of a state's
+  // choice may be the fastest now, so the job times it too.
+  static constexpr double kNearFactor = 2.5;
 
   // Fails on an unknown algorithm or collective name, listing the valid ones.
   static absl::StatusOr<AlgorithmSelector> Create(absl::string_view spec);
@@ -43,8 +51,9 @@ class AlgorithmSelector {
 
   struct Choice {
     AlgorithmId algorithm = AlgorithmId::kRing;  // the first state's tuner's
-    // Where the host's states disagree, the algorithms their tuners choose, the first state's
-    // first (the job's trials pick among them: algorithm_trials.h); none where they agree.
+    // What the job's trials pick among (algorithm_trials.h): the first state's choice, the other
+    // states' where they differ, then those a state prices within kNearFactor of its choice,
+    // nearest first; none where that leaves one.
     std::array<AlgorithmId, kMaxContenders> contenders = {};
     int contender_count = 0;
     // With contenders: the least any state's tuner predicts for its choice, in seconds.

@@ -225,28 +225,31 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
   return -1;
 }
 
-TunerChoice CostTuner::Choose(OpKind kind, size_t bytes, const TuningShape& shape) const {
-  TunerChoice best, hierarchy;
-  bool found = false, hierarchy_priced = false;
+std::vector<TunerChoice> CostTuner::Priced(OpKind kind, size_t bytes,
+                                           const TuningShape& shape) const {
+  std::vector<TunerChoice> priced;
   for (AlgorithmId id : Candidates(kind, shape)) {
     const double t = Predict(id, kind, bytes, shape);
-    if (t < 0) continue;
-    if (id == AlgorithmId::kHierarchical) {
-      hierarchy = {id, t};
-      hierarchy_priced = true;
-    }
-    if (!found || t < best.predicted_s) {
-      best = {id, t};
-      found = true;
-    }
+    if (t >= 0) priced.push_back({id, t});
   }
-  if (hierarchy_priced && hierarchy.predicted_s <= kHierarchyMargin * best.predicted_s) {
-    return hierarchy;
-  }
-  if (!found) {
+  return priced;
+}
+
+TunerChoice CostTuner::Choose(OpKind kind, size_t bytes, const TuningShape& shape) const {
+  const std::vector<TunerChoice> priced = Priced(kind, bytes, shape);
+  if (priced.empty()) {
     // Nothing priced (a collective without candidates here): the one algorithm that does it.
-    best.algorithm = kind == OpKind::kAllToAll ? AlgorithmId::kPairwise : AlgorithmId::kRing;
-    best.predicted_s = -1;
+    return {kind == OpKind::kAllToAll ? AlgorithmId::kPairwise : AlgorithmId::kRing, -1};
+  }
+  TunerChoice best = priced.front();
+  for (const TunerChoice& candidate : priced) {
+    if (candidate.predicted_s < best.predicted_s) best = candidate;
+  }
+  for (const TunerChoice& candidate : priced) {
+    if (candidate.algorithm == AlgorithmId::kHierarchical &&
+        candidate.predicted_s <= kHierarchyMargin * best.predicted_s) {
+      return candidate;
+    }
   }
   return best;
 }
@@ -258,10 +261,9 @@ std::string CostTuner::Explain(OpKind kind, size_t bytes, const TuningShape& sha
                    shape.nodes == 1 ? " node" : " nodes", ": ", Name(choice.algorithm),
                    " predicted ", Micros(choice.predicted_s), " (");
   bool first = true;
-  for (AlgorithmId id : Candidates(kind, shape)) {
-    const double t = Predict(id, kind, bytes, shape);
-    if (t < 0) continue;
-    absl::StrAppend(&text, first ? "" : ", ", Name(id), " ", Micros(t));
+  for (const TunerChoice& candidate : Priced(kind, bytes, shape)) {
+    absl::StrAppend(&text, first ? "" : ", ", Name(candidate.algorithm), " ",
+                    Micros(candidate.predicted_s));
     first = false;
   }
   absl::StrAppend(&text, "; model: ", model_.source(), ")");

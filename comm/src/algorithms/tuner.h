@@ -49,6 +49,13 @@ class Tuner {
   // The predicted time of `algorithm`, or a negative number when the tuner cannot price it here.
   virtual double Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
                          const TuningShape& shape) const = 0;
+  // Every algorithm it would consider for the collective here, with its predicted time, the
+  // choice among them (the selector's trials time those priced near the choice); a tuner that
+  // prices nothing but its choice returns that alone.
+  virtual std::vector<TunerChoice> Priced(OpKind kind, size_t bytes,
+                                          const TuningShape& shape) const {
+    return {Choose(kind, bytes, shape)};
+  }
   // One line for logs and benchmarks: every candidate with its prediction, and the model.
   virtual std::string Explain(OpKind kind, size_t bytes, const TuningShape& shape) const = 0;
 };
@@ -60,6 +67,8 @@ class CostTuner final : public Tuner {
   TunerChoice Choose(OpKind kind, size_t bytes, const TuningShape& shape) const override;
   double Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
                  const TuningShape& shape) const override;
+  std::vector<TunerChoice> Priced(OpKind kind, size_t bytes,
+                                  const TuningShape& shape) const override;
   std::string Explain(OpKind kind, size_t bytes, const TuningShape& shape) const override;
 
   const CostModel& model() const { return model_; }
