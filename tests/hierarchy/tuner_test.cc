@@ -532,7 +532,8 @@ class PriceListTuner final : public Tuner {
 
 // Where every rank shares the host (the trials can run), an algorithm a state prices within
 // kNearFactor of its choice contends too: after the states' choices, nearest first. Across hosts
-// only the states' disagreements count, and a state alone contends with nothing beyond 2.5x.
+// only the states' disagreements count, and a state alone contends with nothing beyond 2.5x, nor
+// anything under 5 us.
 TEST(Selector, TheAlgorithmsPricedNearAStatesChoiceContendOnOneHost) {
   const std::unique_ptr<Peers> one_host_peers = OneHostPeers();
   ASSERT_NE(one_host_peers, nullptr);
@@ -567,6 +568,14 @@ TEST(Selector, TheAlgorithmsPricedNearAStatesChoiceContendOnOneHost) {
   EXPECT_EQ(contenders(choose({first}, one_host)),
             (std::vector<AlgorithmId>{AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect}));
   EXPECT_EQ(contenders(choose({first}, *two_hosts)), std::vector<AlgorithmId>{});
+  // Priced under kMinContestedSeconds nothing contends, near or chosen by another state: the
+  // bookkeeping would cost more than the trials could find.
+  const auto cheap = std::make_shared<PriceListTuner>(
+      std::vector<TunerChoice>{{AlgorithmId::kShmDirect, 1e-6}, {AlgorithmId::kCmaDirect, 2e-6}});
+  const auto cheap_other = std::make_shared<PriceListTuner>(
+      std::vector<TunerChoice>{{AlgorithmId::kShmDirect, 3e-6}, {AlgorithmId::kCmaDirect, 2e-6}});
+  EXPECT_EQ(contenders(choose({cheap}, one_host)), std::vector<AlgorithmId>{});
+  EXPECT_EQ(contenders(choose({cheap, cheap_other}, one_host)), std::vector<AlgorithmId>{});
 }
 
 // A round of trials comes once 64 collectives with contenders, doubling to 512 as rounds go by,

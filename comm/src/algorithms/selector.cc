@@ -137,7 +137,7 @@ AlgorithmSelector::Choice AlgorithmSelector::Choose(OpKind kind, size_t bytes,
   }
   std::sort(near.begin(), near.end());
   for (const auto& [ratio, id] : near) contend(id);
-  if (choice.contender_count < 2) {
+  if (choice.contender_count < 2 || choice.fastest_s < kMinContestedSeconds) {
     choice.contender_count = 0;
     choice.fastest_s = 0;
   }

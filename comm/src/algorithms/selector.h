@@ -39,6 +39,10 @@ class AlgorithmSelector {
   // while calibration priced them 206 and 203. An algorithm priced within this factor of a state's
   // choice may be the fastest now, so the job times it too.
   static constexpr double kNearFactor = 2.5;
+  // Below this price no algorithm contends: a contended collective's bookkeeping (a lock and a
+  // lookup here and in the trials, two clock reads) costs about 0.3 us, and 8 KiB reduce-scatters
+  // priced at 1.2 us ran 1.1-1.4x forced shm_direct per cycle with contenders, 0.8-1.1x without.
+  static constexpr double kMinContestedSeconds = 5e-6;
 
   // Fails on an unknown algorithm or collective name, listing the valid ones.
   static absl::StatusOr<AlgorithmSelector> Create(absl::string_view spec);
@@ -53,7 +57,8 @@ class AlgorithmSelector {
     AlgorithmId algorithm = AlgorithmId::kRing;  // the first state's tuner's
     // What the job's trials pick among (algorithm_trials.h): the first state's choice, the other
     // states' where they differ, then those a state prices within kNearFactor of its choice,
-    // nearest first; none where that leaves one.
+    // nearest first; none where that leaves one, or where a state prices its choice below
+    // kMinContestedSeconds.
     std::array<AlgorithmId, kMaxContenders> contenders = {};
     int contender_count = 0;
     // With contenders: the least any state's tuner predicts for its choice, in seconds.
