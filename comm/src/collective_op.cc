@@ -81,8 +81,8 @@ absl::Status CollectiveOp::Run(const Deadline& deadline) {
   };
   const double start = seconds();
   if (absl::Status s = RunBegun(); !s.ok()) return s;
-  trial_->trials->Record(args_.kind, trial_->bytes, trial_->choice, trial_->plan, envelope_.seq,
-                         start, seconds());
+  trial_->trials->Record(args_.kind, trial_->bytes, trial_->choice, trial_->plan,
+                         args_.in_place(peers_.size()), envelope_.seq, start, seconds());
   return absl::OkStatus();
 }
 

@@ -578,10 +578,11 @@ TEST(Selector, TheAlgorithmsPricedNearAStatesChoiceContendOnOneHost) {
   EXPECT_EQ(contenders(choose({cheap, cheap_other}, one_host)), std::vector<AlgorithmId>{});
 }
 
-// A round of trials comes once 64 collectives with contenders, doubling to 512 as rounds go by,
-// have run since the last (or the first) and added up to kRoundEverySeconds as priced: a block of
-// trials of each challenger, 1 ms as priced, 3 to 8 collectives, then the one that decides. Each
-// size keeps its own rounds.
+// A round of trials comes once enough collectives with contenders have run since the last and
+// added up to kRoundEverySeconds as priced: for the first, the cold ones (5 ms as priced, up to
+// 32) and those that give the incumbent a mean (15 ms, 2 to 32); then 128, doubling to 512. A
+// round is a block of trials of each challenger, 1 ms as priced, 3 to 8 collectives, then the one
+// that decides. Each size keeps its own rounds.
 TEST(AlgorithmTrials, ARoundTriesEachChallengerInABlockThenDecides) {
   using Role = AlgorithmTrials::Role;
   AlgorithmSelector::Choice choice;
@@ -606,8 +607,9 @@ TEST(AlgorithmTrials, ARoundTriesEachChallengerInABlockThenDecides) {
   const int kDecide = static_cast<int>(Role::kDecide);
   const int kIncumbent = static_cast<int>(Role::kIncumbent);
   for (int round = 0; round < 5; ++round) {
-    // 4 ms each: the count decides (the one that decided counts); a block of 3.
-    const int calls = std::min(64 << round, 512);
+    // 4 ms each: 2 cold and 4 for the mean, then the count decides (the one that decided
+    // counts); a block of 3.
+    const int calls = round == 0 ? 6 : std::min(64 << round, 512);
     for (int i = round == 0 ? 0 : 1; i < calls; ++i) {
       EXPECT_EQ(next(1 << 20, choice), kIncumbent) << round << " " << i;
     }
@@ -616,14 +618,46 @@ TEST(AlgorithmTrials, ARoundTriesEachChallengerInABlockThenDecides) {
     EXPECT_EQ(next(1 << 20, choice), 12) << round;
     EXPECT_EQ(next(1 << 20, choice), kDecide) << round;
   }
-  // Priced at 0.1 ms, 50 collectives reach 5 ms, but a round waits for 64; a block of 8.
+  // Priced at 0.1 ms, 50 collectives reach 5 ms, but the first round waits for 32 cold and 32
+  // for the mean; a block of 8.
   for (int i = 0; i < 64; ++i) EXPECT_EQ(next(2 << 20, fast), kIncumbent) << i;
   for (int trial = 0; trial < 8; ++trial) EXPECT_EQ(next(2 << 20, fast), 10 + trial);
   EXPECT_EQ(next(2 << 20, fast), kDecide);
+  // Priced at 20 ms (a 256 MiB all-gather): 1 cold and 2 for the mean.
+  AlgorithmSelector::Choice slow = choice;
+  slow.fastest_s = 20e-3;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(next(256 << 20, slow), kIncumbent) << i;
+  for (int trial = 0; trial < 3; ++trial) EXPECT_EQ(next(256 << 20, slow), 10 + trial);
+  EXPECT_EQ(next(256 << 20, slow), kDecide);
   // Priced at 0.2 ms: blocks of 5.
   AlgorithmSelector::Choice middle = choice;
   middle.fastest_s = 2e-4;
   EXPECT_EQ(AlgorithmTrials::TimesPerContender(middle), 5);
+}
+
+// The trials weigh times in and out of place apart; in place is NCCL's: an all-gather's input
+// its rank's block of the output, a reduce-scatter's output its block of the input.
+TEST(AlgorithmTrials, TellInPlaceFromOutOfPlaceAsNcclDoes) {
+  std::vector<float> buffer(4 * 8), other(4 * 8);
+  CollectiveArgs args;
+  args.count = 8;
+  args.kind = OpKind::kAllGather;
+  args.recv = buffer.data();
+  args.send = buffer.data() + 2 * 8;  // rank 2's block
+  EXPECT_TRUE(args.in_place(4));
+  args.send = other.data();
+  EXPECT_FALSE(args.in_place(4));
+  args.kind = OpKind::kReduceScatter;
+  args.send = buffer.data();
+  args.recv = buffer.data() + 3 * 8;  // rank 3's block
+  EXPECT_TRUE(args.in_place(4));
+  args.recv = other.data();
+  EXPECT_FALSE(args.in_place(4));
+  args.kind = OpKind::kAllReduce;
+  args.recv = buffer.data();
+  EXPECT_TRUE(args.in_place(4));
+  args.send = buffer.data() + 8;  // right after the count
+  EXPECT_FALSE(args.in_place(4));
 }
 
 // A round's trials run the contenders other than the incumbent (before any round, the first
@@ -649,7 +683,7 @@ TEST(AlgorithmTrials, TheTrialsRunEachChallengerInABlock) {
 }
 
 // The decisions, on one rank with synthetic times: the incumbent's mean over its collectives
-// since the round before (past a size's first 32, cold) against the mean of each challenger's
+// since the round before (past a size's cold ones) against the mean of each challenger's
 // block but its first (the switch). A collective that starts long after the one before ended
 // (the caller's own work) is timed from its own start.
 TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
@@ -660,8 +694,9 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
   choice.algorithm = AlgorithmId::kCmaDirect;
   choice.contenders = {AlgorithmId::kCmaDirect, AlgorithmId::kShmDirect};
   choice.contender_count = 2;
-  choice.fastest_s = 2.5e-4;  // blocks of 4; gaps from 2.5 ms
+  choice.fastest_s = 2.5e-4;  // blocks of 4; gaps from 2.5 ms; 20 cold, 32 for the mean
   ASSERT_EQ(AlgorithmTrials::TimesPerContender(choice), 4);
+  ASSERT_EQ(AlgorithmTrials::ColdCalls(choice), 20);
   constexpr OpKind kKind = OpKind::kAllGather;
   constexpr size_t kBytes = 1 << 20;
   AlgorithmTrials trials(true);
@@ -669,10 +704,13 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
   double now = 1;
   int calls = 0;
   // Runs collectives as CollectiveOp::Run does through `rounds` more decisions, each taking the
-  // seconds `took` gives for its algorithm, role and place in the run, and the incumbent's
-  // starting `incumbent_gap` after the one before ended; returns the algorithm found then.
+  // seconds `took` gives for its algorithm, role and place in the run, in place where `in_place`
+  // (if any) says so, and the incumbent's starting `incumbent_gap` after the one before ended;
+  // returns the algorithm found then.
   using Took = std::function<double(AlgorithmId, const AlgorithmTrials::Plan&, int)>;
-  const auto run = [&](int rounds, const Took& took, double incumbent_gap = 0) {
+  using InPlace = std::function<bool(const AlgorithmTrials::Plan&, int)>;
+  const auto run = [&](int rounds, const Took& took, double incumbent_gap = 0,
+                       const InPlace& in_place = {}) {
     for (int i = 0; rounds > 0; ++i) {
       const AlgorithmTrials::Plan plan = trials.Next(kKind, kBytes, choice);
       if (plan.role == Role::kDecide) {
@@ -684,7 +722,7 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
       const double start = now + (plan.role == Role::kIncumbent ? incumbent_gap : 0);
       now = start + took(algorithm, plan, i);
       if (plan.role == Role::kIncumbent || plan.role == Role::kTrial) {
-        trials.Record(kKind, kBytes, choice, plan, seq, start, now);
+        trials.Record(kKind, kBytes, choice, plan, in_place && in_place(plan, i), seq, start, now);
       }
       ++seq;
       ++calls;
@@ -696,17 +734,20 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
       return algorithm == AlgorithmId::kCmaDirect ? cma : shm;
     };
   };
-  // cma_direct 2 ms but 50 ms each of its first 32 (cold, not counted), shm_direct 1 ms: the
-  // first round, after 64, takes shm_direct.
+  // cma_direct 1 ms but 50 ms each of its first 20 (cold, not counted), shm_direct 2 ms: the
+  // first round, after 52, keeps cma_direct.
   const auto cold = [](AlgorithmId algorithm, const AlgorithmTrials::Plan&, int i) {
-    if (algorithm == AlgorithmId::kCmaDirect) return i < 32 ? 50e-3 : 2e-3;
-    return 1e-3;
+    if (algorithm == AlgorithmId::kCmaDirect) return i < 20 ? 50e-3 : 1e-3;
+    return 2e-3;
   };
-  EXPECT_EQ(run(1, cold), AlgorithmId::kShmDirect);
-  EXPECT_EQ(calls, 64 + 4 + 1);
-  // shm_direct slows to 3 ms: the next round, 128 later, takes cma_direct (2 ms).
+  EXPECT_EQ(run(1, cold), AlgorithmId::kCmaDirect);
+  EXPECT_EQ(calls, 52 + 4 + 1);
+  // shm_direct 1 ms, cma_direct 2 ms: the next round, 128 later, takes shm_direct.
+  EXPECT_EQ(run(1, steady(2e-3, 1e-3)), AlgorithmId::kShmDirect);
+  EXPECT_EQ(calls, 57 + 127 + 4 + 1);
+  // shm_direct slows to 3 ms: the next round, 256 later, takes cma_direct (2 ms).
   EXPECT_EQ(run(1, steady(2e-3, 3e-3)), AlgorithmId::kCmaDirect);
-  EXPECT_EQ(calls, 69 + 127 + 4 + 1);
+  EXPECT_EQ(calls, 189 + 255 + 4 + 1);
   // A block's first trial pays for the switch (100 ms): the rest of shm_direct's block (1 ms)
   // beats cma_direct.
   const auto switching = [](AlgorithmId algorithm, const AlgorithmTrials::Plan& plan, int) {
@@ -718,6 +759,28 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
   // their own starts, shm_direct stays (from the ends before, cma_direct's block would win).
   EXPECT_EQ(run(1, steady(1.5e-3, 1e-3), 50e-3), AlgorithmId::kShmDirect);
   EXPECT_EQ(run(1, steady(1e-3, 1.5e-3), 50e-3), AlgorithmId::kCmaDirect);
+  // Times in and out of place: (cma_direct, shm_direct) each.
+  const auto placed = [](double cma_out, double shm_out, double cma_in, double shm_in,
+                         const InPlace& in_place) {
+    return [=](AlgorithmId algorithm, const AlgorithmTrials::Plan& plan, int i) {
+      const bool cma = algorithm == AlgorithmId::kCmaDirect;
+      return in_place(plan, i) ? (cma ? cma_in : shm_in) : (cma ? cma_out : shm_out);
+    };
+  };
+  // The incumbent out of place, shm_direct's block in place, where it beats cma_direct out of
+  // place (1.5 ms against 2) but not in place (1): nothing says what shm_direct would take for
+  // the incumbent's collectives (3 ms), and cma_direct stays.
+  const InPlace trials_in_place = [](const AlgorithmTrials::Plan& plan, int) {
+    return plan.role == Role::kTrial;
+  };
+  EXPECT_EQ(run(1, placed(2e-3, 3e-3, 1e-3, 1.5e-3, trials_in_place), 0, trials_in_place),
+            AlgorithmId::kCmaDirect);
+  // In and out of place by turns, shm_direct's block is weighed as the incumbent's collectives
+  // were: 1.25 ms for shm_direct (1 out of place, 1.5 in place) against 1.5 for cma_direct (2,
+  // 1).
+  const InPlace by_turns = [](const AlgorithmTrials::Plan&, int i) { return i % 2 == 1; };
+  EXPECT_EQ(run(1, placed(2e-3, 1e-3, 1e-3, 1.5e-3, by_turns), 0, by_turns),
+            AlgorithmId::kShmDirect);
 }
 
 TEST(Selector, KnowsTheHierarchicalNames) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,18 @@ struct CollectiveArgs {
   int root = 0;
 
   size_t element_bytes() const { return SizeOf(dtype); }
+  // Whether input and output overlap, as in NCCL's in-place calls (an all-gather's input is its
+  // block of the output, a reduce-scatter's output its block of the input). Out of place a
+  // collective also copies what stays on its rank, which ranks the algorithms differently: a
+  // 16 MiB all-gather took 2.6 ms by cma_direct in place, 4.2 out of place (shm_direct: 3.0, 2.3).
+  bool in_place(int ranks) const {
+    const size_t block = count * element_bytes();
+    const size_t all = block * static_cast<size_t>(ranks);
+    const size_t in = kind == OpKind::kReduceScatter || kind == OpKind::kAllToAll ? all : block;
+    const size_t out = kind == OpKind::kAllGather || kind == OpKind::kAllToAll ? all : block;
+    const auto from = reinterpret_cast<uintptr_t>(send), to = reinterpret_cast<uintptr_t>(recv);
+    return from < to + out && to < from + in;
+  }
 };
 
 class Algorithm {

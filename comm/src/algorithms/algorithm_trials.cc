@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,6 +16,12 @@ namespace {
 // from 0) and calibration's (from ~0 down).
 constexpr uint64_t kAgreementSeqBase = uint64_t{1} << 62;
 
+// The collectives of `choice`'s price that span `seconds`, from `least` to `most`.
+int CallsSpanning(double seconds, const AlgorithmSelector::Choice& choice, int least, int most) {
+  const double calls = choice.fastest_s > 0 ? std::ceil(seconds / choice.fastest_s) : most;
+  return static_cast<int>(std::clamp<double>(calls, least, most));
+}
+
 }  // namespace
 
 AlgorithmTrials::Plan AlgorithmTrials::Next(OpKind kind, size_t bytes,
@@ -29,7 +34,7 @@ AlgorithmTrials::Plan AlgorithmTrials::Next(OpKind kind, size_t bytes,
   }
   Issued& issued = it->second;
   if (issued.next_trial < 0 && issued.seconds_since_round >= kRoundEverySeconds &&
-      issued.calls_since_round >= CallsBeforeRound(issued.rounds)) {
+      issued.calls_since_round >= CallsBeforeRound(issued.rounds, choice)) {
     ++issued.rounds;
     issued.next_trial = 0;
     issued.seconds_since_round = 0;
@@ -47,9 +52,18 @@ AlgorithmTrials::Plan AlgorithmTrials::Next(OpKind kind, size_t bytes,
 }
 
 int AlgorithmTrials::TimesPerContender(const AlgorithmSelector::Choice& choice) {
-  const double times =
-      choice.fastest_s > 0 ? std::ceil(kBlockSeconds / choice.fastest_s) : kMaxTimesPerContender;
-  return static_cast<int>(std::clamp<double>(times, kMinTimesPerContender, kMaxTimesPerContender));
+  return CallsSpanning(kBlockSeconds, choice, kMinTimesPerContender, kMaxTimesPerContender);
+}
+
+int AlgorithmTrials::ColdCalls(const AlgorithmSelector::Choice& choice) {
+  return CallsSpanning(kColdSeconds, choice, 1, kMaxColdCalls);
+}
+
+int AlgorithmTrials::CallsBeforeRound(int round, const AlgorithmSelector::Choice& choice) {
+  if (round == 0) {
+    return ColdCalls(choice) + CallsSpanning(kMeanSeconds, choice, kMinMeanCalls, kMaxMeanCalls);
+  }
+  return kCallsBetweenRounds << std::min(round, kRoundSpacingDoublings);
 }
 
 AlgorithmId AlgorithmTrials::Challenger(const AlgorithmSelector::Choice& choice,
@@ -74,7 +88,8 @@ AlgorithmId AlgorithmTrials::Algorithm(OpKind kind, size_t bytes,
 }
 
 void AlgorithmTrials::Record(OpKind kind, size_t bytes, const AlgorithmSelector::Choice& choice,
-                             const Plan& plan, uint64_t seq, double start, double end) {
+                             const Plan& plan, bool in_place, uint64_t seq, double start,
+                             double end) {
   std::lock_guard<std::mutex> lock(mu_);
   const Call call{kind, bytes};
   const bool follows = seq == last_seq_ + 1 && last_call_ == call && last_end_ > 0 &&
@@ -85,10 +100,12 @@ void AlgorithmTrials::Record(OpKind kind, size_t bytes, const AlgorithmSelector:
   last_end_ = end;
   Timed& timed = timed_[call];
   if (plan.role == Role::kTrial) {
-    timed.trials[plan.trial] = seconds;
-  } else if (++timed.incumbent_calls > kColdCalls) {
-    timed.incumbent_seconds += seconds;
-    ++timed.incumbent_times;
+    const int block = TimesPerContender(choice);
+    if (plan.trial % block >= kWarmingTrials) {
+      timed.blocks[plan.trial / block].Add(in_place, seconds);
+    }
+  } else if (++timed.incumbent_calls > ColdCalls(choice)) {
+    timed.incumbent.Add(in_place, seconds);
   }
 }
 
@@ -96,25 +113,35 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
                                      const AlgorithmSelector::Choice& choice, Peers& peers,
                                      const Deadline& deadline) {
   // The incumbent's collectives since the round before (none: it never ran timed) and their
-  // time, then each challenger's block's: what each rank spent, the most of them agreed on, so
-  // every rank decides alike.
-  const int block = TimesPerContender(choice);
+  // time, then each challenger's block's, out of place and in place: what each rank spent, the
+  // most of them agreed on, so every rank decides alike.
   const int challengers = choice.contender_count - 1;
-  std::array<double, AlgorithmSelector::kMaxContenders + 1> mine = {}, agreed = {};
+  constexpr int kPerTimes = 4;
+  std::array<double, kPerTimes*AlgorithmSelector::kMaxContenders> mine = {}, agreed = {};
+  const auto put = [&](int at, const Times& times) {
+    for (int p = 0; p < 2; ++p) {
+      mine[kPerTimes * at + 2 * p] = times.count[p];
+      mine[kPerTimes * at + 2 * p + 1] = times.seconds[p];
+    }
+  };
+  const auto get = [&](int at) {
+    Times times;
+    for (int p = 0; p < 2; ++p) {
+      times.count[p] = static_cast<int>(agreed[kPerTimes * at + 2 * p]);
+      times.seconds[p] = agreed[kPerTimes * at + 2 * p + 1];
+    }
+    return times;
+  };
   AlgorithmId incumbent;
   int rounds;
   uint64_t which;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Timed& timed = timed_[Call{kind, bytes}];
-    mine[0] = timed.incumbent_times;
-    mine[1] = timed.incumbent_seconds;
-    timed.incumbent_times = 0;
-    timed.incumbent_seconds = 0;
-    for (int b = 0; b < challengers; ++b) {
-      mine[2 + b] = std::accumulate(timed.trials.begin() + b * block + kWarmingTrials,
-                                    timed.trials.begin() + (b + 1) * block, 0.0);
-    }
+    put(0, timed.incumbent);
+    for (int b = 0; b < challengers; ++b) put(1 + b, timed.blocks[b]);
+    timed.incumbent = {};
+    timed.blocks = {};
     incumbent = timed.fastest.value_or(choice.algorithm);
     rounds = timed.rounds;
     which = decisions_++;
@@ -123,7 +150,7 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
   args.kind = OpKind::kAllReduce;
   args.send = mine.data();
   args.recv = agreed.data();
-  args.count = static_cast<size_t>(2 + challengers);
+  args.count = static_cast<size_t>(kPerTimes * (1 + challengers));
   args.dtype = DataType::kFloat64;
   args.op = ReduceOp::kMax;
   peers.Begin(MakeEnvelope(args, AlgorithmId::kShmDirect, kAgreementSeqBase - which), deadline);
@@ -131,14 +158,26 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
     return absl::Status(s.code(), absl::StrCat("agreeing on the trials of ", Name(kind), " of ",
                                                bytes, " bytes: ", s.message()));
   }
-  // Each contender's mean: the incumbent's over the collectives since the round before, which a
-  // block of a few could not stand for (the host's pace changes from one stretch of them to the
-  // next), the challengers' over their blocks. The incumbent keeps its place on a tie.
+  // Each contender's mean over the incumbent's collectives since the round before, which a block
+  // of a few could not stand for (the host's pace changes from one stretch of them to the next):
+  // the incumbent's own, and for a challenger its block's means in and out of place weighted as
+  // the incumbent's collectives were. A challenger whose block missed a placement the incumbent
+  // ran cannot be priced for them, and stays out. The incumbent keeps its place on a tie.
+  const Times window = get(0);
+  const int window_calls = window.count[0] + window.count[1];
   std::map<AlgorithmId, double> mean_time;
-  mean_time[incumbent] = agreed[0] > 0 ? agreed[1] / agreed[0] : 0;
+  mean_time[incumbent] =
+      window_calls > 0 ? (window.seconds[0] + window.seconds[1]) / window_calls : 0;
   for (int b = 0; b < challengers; ++b) {
-    mean_time[Challenger(choice, incumbent, rounds, b * block)] =
-        agreed[2 + b] / (block - kWarmingTrials);
+    const Times block = get(1 + b);
+    double seconds = window_calls > 0 ? 0 : std::numeric_limits<double>::infinity();
+    for (int p = 0; p < 2; ++p) {
+      if (window.count[p] == 0) continue;
+      seconds += block.count[p] > 0
+                     ? window.count[p] * block.seconds[p] / block.count[p] / window_calls
+                     : std::numeric_limits<double>::infinity();
+    }
+    mean_time[Challenger(choice, incumbent, rounds, b * TimesPerContender(choice))] = seconds;
   }
   AlgorithmId fastest = incumbent;
   for (const auto& [algorithm, seconds] : mean_time) {
@@ -156,8 +195,10 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
     std::string times;
     for (int i = 0; i < choice.contender_count; ++i) {
       const AlgorithmId contender = choice.contenders[i];
-      absl::StrAppendFormat(&times, "%s%s %.1f us%s", i == 0 ? "" : ", ", Name(contender),
-                            mean_time[contender] * 1e6,
+      const double seconds = mean_time[contender];
+      absl::StrAppendFormat(&times, "%s%s %s%s", i == 0 ? "" : ", ", Name(contender),
+                            std::isinf(seconds) ? "(not timed in each placement)"
+                                                : absl::StrFormat("%.1f us", seconds * 1e6),
                             contender == incumbent ? " (incumbent)" : "");
     }
     DebugLog(level, absl::StrCat("rank 0: trials: ", Name(kind), " of ", bytes, " bytes took ",

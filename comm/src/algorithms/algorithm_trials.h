@@ -29,20 +29,29 @@
 // - Means, not the fastest of two: a loop's pace is its collectives' mean, and a 64 KiB
 //   all-gather on cma_direct took 7-10 us at best of two, against 20 on average in the loop
 //   (shm_direct: 9-14 at best, 15 on average). The incumbent's mean covers all its collectives
-//   since the round before (past a size's first kColdCalls), since the pace changes from one
+//   since the round before (past a size's cold ones, ColdCalls), since the pace changes from one
 //   stretch of a few to the next: cma_direct's means of the 8 before a round came to 7-11 us in
 //   that loop.
 // - A block lasts kBlockSeconds as priced, kMinTimesPerContender to kMaxTimesPerContender
 //   collectives; its first pays for the switch and is left out of its mean.
+// - In place and out of place apart (CollectiveArgs::in_place), since they rank the algorithms
+//   differently, and a benchmark runs loops of each by turns: a challenger's means in each are
+//   weighed as the incumbent's collectives were, and one whose block missed a placement they
+//   had is not taken. A 16 MiB all-gather's block of cma_direct in place (2.9 ms) against
+//   shm_direct's collectives in and out of place (also 2.9) put cma_direct on the loops out of
+//   place at 4.2 ms, where shm_direct took 2.3.
 //
-// When: once the collectives of the size since the last round (or since the first: a job's first
-// collectives, cold, would mislead the trials) have added up to kRoundEverySeconds as the tuners
-// price them, a change of state costing about that long, and number CallsBeforeRound: 64,
-// doubling to 512 as rounds go by. A round costs a block on each slower challenger, which a
+// When: once the collectives of the size since the last round have added up to
+// kRoundEverySeconds as the tuners price them, a change of state costing about that long, and
+// number CallsBeforeRound. The first round waits for a size's cold collectives, which would
+// mislead it, and then for enough warm ones to give the incumbent a mean: 64 in all for small
+// collectives, 3 for an all-gather of 64 MiB, so that a job of a few large collectives still
+// times its contenders (a benchmark's loop of 5 ran the model's pick at 1.31x shm_direct). Later
+// rounds come after 128, doubling to 512. A round costs a block on each slower challenger, which a
 // contender priced within 2.5x of the choice (selector.h) makes up to 12 collectives' time for a
-// block of 8: at large sizes, where the count sets the pace, 19% of 64 collectives at first, 2.3%
-// of 512 later. Collectives that run on the caller's thread as they are issued (shm_direct's line
-// rounds) take no part (communicator.cc).
+// block of 8, 4.5 for one of 3: 2.3% of 512 collectives once rounds are spaced out. Collectives
+// that run on the caller's thread as they are issued (shm_direct's line rounds) take no part
+// (communicator.cc).
 //
 // Roles are set at issue, in issue order, alike on every rank (Next); which algorithm a role runs,
 // and the times, are settled where the collectives execute, in that same order everywhere.
@@ -66,20 +75,30 @@ namespace weft {
 class AlgorithmTrials {
  public:
   static constexpr double kRoundEverySeconds = 5e-3;
-  static constexpr int kMinCallsBetweenRounds = 64;
-  // The collectives of a size before its round `round` (from 0): kMinCallsBetweenRounds, doubled
-  // for each round before up to kRoundSpacingDoublings times.
+  // A size's first collectives, left out of the incumbent's mean: those that begin in its first
+  // kColdSeconds as priced, from 1 to kMaxColdCalls. 2 MiB all-gathers on shm_direct took 371 us
+  // on average over their first 64, page faults and all, and 160-190 in loops after.
+  static constexpr double kColdSeconds = 5e-3;
+  static constexpr int kMaxColdCalls = 32;
+  static int ColdCalls(const AlgorithmSelector::Choice& choice);
+  // The incumbent's warm collectives before the first round: enough to span kMeanSeconds as
+  // priced, from kMinMeanCalls to kMaxMeanCalls. Small collectives need many, since the host's
+  // pace changes from one stretch of a few to the next; one of 64 MiB spans such stretches on
+  // its own, and a benchmark's loop of five of them would otherwise end before any round.
+  static constexpr double kMeanSeconds = 15e-3;
+  static constexpr int kMinMeanCalls = 2;
+  static constexpr int kMaxMeanCalls = 32;
+  // Later rounds come after kCallsBetweenRounds collectives of the size, doubled for each round
+  // before up to kRoundSpacingDoublings times: a round costs a block on each slower challenger.
+  static constexpr int kCallsBetweenRounds = 64;
   static constexpr int kRoundSpacingDoublings = 3;
-  static constexpr int CallsBeforeRound(int round) {
-    return kMinCallsBetweenRounds << (round < kRoundSpacingDoublings ? round
-                                                                     : kRoundSpacingDoublings);
-  }
+  // The collectives of a size before its round `round` (from 0) can begin.
+  static int CallsBeforeRound(int round, const AlgorithmSelector::Choice& choice);
   static constexpr double kBlockSeconds = 1e-3;
   static constexpr int kMinTimesPerContender = 3;
   static constexpr int kMaxTimesPerContender = 8;
   // The collectives in each contender's block, alike on every rank (every rank prices alike).
   static int TimesPerContender(const AlgorithmSelector::Choice& choice);
-  static constexpr int kMaxTrials = kMaxTimesPerContender * (AlgorithmSelector::kMaxContenders - 1);
   // A collective that starts this many times fastest_s or more after the one before ended
   // waited on the caller, not on what that one left: it is timed from its own start. A benchmark
   // that refills its input between warm-up and timed loop took 14 ms there, which one 512 KiB
@@ -88,9 +107,6 @@ class AlgorithmTrials {
   // A block's first trials, left out of its mean: they pay for the switch (a 512 KiB
   // reduce-scatter's first shm_direct after cma_direct took 538 us, the next 60-80).
   static constexpr int kWarmingTrials = 1;
-  // A size's first collectives, left out of the incumbent's mean: 2 MiB all-gathers on shm_direct
-  // took 371 us on average over their first 64, page faults and all, and 160-190 in loops after.
-  static constexpr int kColdCalls = kMinCallsBetweenRounds / 2;
   // Sizes followed at once; beyond, a collective runs on the first state's choice.
   static constexpr size_t kMaxCalls = 256;
 
@@ -115,10 +131,10 @@ class AlgorithmTrials {
   // the algorithm a collective with `plan` runs (after Decide, for kDecide);
   AlgorithmId Algorithm(OpKind kind, size_t bytes, const AlgorithmSelector::Choice& choice,
                         const Plan& plan) const;
-  // collective `seq` with `plan` (kIncumbent, kTrial) ran from `start` to `end` on this rank
-  // (seconds on a steady clock);
+  // collective `seq` with `plan` (kIncumbent, kTrial), in place or not (CollectiveArgs), ran
+  // from `start` to `end` on this rank (seconds on a steady clock);
   void Record(OpKind kind, size_t bytes, const AlgorithmSelector::Choice& choice, const Plan& plan,
-              uint64_t seq, double start, double end);
+              bool in_place, uint64_t seq, double start, double end);
   // the round before is over: the ranks agree on the times and take the fastest contender.
   absl::Status Decide(OpKind kind, size_t bytes, const AlgorithmSelector::Choice& choice,
                       Peers& peers, const Deadline& deadline);
@@ -134,15 +150,23 @@ class AlgorithmTrials {
     int rounds = 0;       // begun
     int next_trial = -1;  // in a round: the trials issued so far
   };
+  // Collectives timed and their seconds, out of place [0] and in place [1].
+  struct Times {
+    std::array<int, 2> count = {};
+    std::array<double, 2> seconds = {};
+    void Add(bool in_place, double took) {
+      ++count[in_place];
+      seconds[in_place] += took;
+    }
+  };
   struct Timed {
     std::optional<AlgorithmId> fastest;
     int rounds = 0;  // decided: turns the order of the challengers
-    // The incumbent's collectives since the round before and their time (past the first
-    // kColdCalls ever), and the round's trials' times by place.
+    // The incumbent's collectives since the round before (past the first ColdCalls ever), and
+    // each challenger's block in the round (but its first kWarmingTrials).
     int incumbent_calls = 0;
-    int incumbent_times = 0;
-    double incumbent_seconds = 0;
-    std::array<double, kMaxTrials> trials = {};
+    Times incumbent;
+    std::array<Times, AlgorithmSelector::kMaxContenders - 1> blocks;
   };
   // The collective recorded last: its number, size and end.
   uint64_t last_seq_ = 0;
