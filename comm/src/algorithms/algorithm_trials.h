@@ -22,8 +22,8 @@
 //   exact, so every rank holds the same numbers): in a loop the rank that starts first waits for
 //   the others.
 // - Spent on it: from the end of the one before, where that was the previous collective, of the
-//   same size, and ended less than kGapFactor times its price before this one started; else from
-//   its own start. In a loop of 512 KiB all-reduces on shm_direct each took 40 us from its start,
+//   same size, and ended less than kGapFactor times its price (and kMaxGapSeconds) before this one
+//   started; else from its own start. In a loop of 512 KiB all-reduces on shm_direct each took 40 us from its start,
 //   71 us from the one before (cma_direct: 115 either way): shm_direct leaves part of its cost to
 //   the next collective, and timed from its own start it would have won rounds it lost.
 // - Means, not the fastest of two: a loop's pace is its collectives' mean, and a 64 KiB
@@ -104,6 +104,12 @@ class AlgorithmTrials {
   // that refills its input between warm-up and timed loop took 14 ms there, which one 512 KiB
   // reduce-scatter timed from the collective before would have charged to shm_direct.
   static constexpr double kGapFactor = 10;
+  // Nor, whatever the price, a gap of this long or more: a loop's own gaps (the caller waking to
+  // issue the next) last tens of microseconds, 31 on average in that loop, where a benchmark's
+  // check and refill between loops of 256 MiB all-reduces took some 250 ms, under 10x their
+  // price: charged to one of the two collectives in the incumbent's first mean, it made
+  // cma_direct 324 ms a collective against loops of 67.
+  static constexpr double kMaxGapSeconds = 1e-3;
   // A block's first trials, left out of its mean: they pay for the switch (a 512 KiB
   // reduce-scatter's first shm_direct after cma_direct took 538 us, the next 60-80).
   static constexpr int kWarmingTrials = 1;
@@ -150,13 +156,13 @@ class AlgorithmTrials {
     int rounds = 0;       // begun
     int next_trial = -1;  // in a round: the trials issued so far
   };
-  // Collectives timed and their seconds, out of place [0] and in place [1].
+  // Collectives timed and their seconds by [in place][following the one before].
   struct Times {
-    std::array<int, 2> count = {};
-    std::array<double, 2> seconds = {};
-    void Add(bool in_place, double took) {
-      ++count[in_place];
-      seconds[in_place] += took;
+    std::array<std::array<int, 2>, 2> count = {};
+    std::array<std::array<double, 2>, 2> seconds = {};
+    void Add(bool in_place, bool follows, double took) {
+      ++count[in_place][follows];
+      seconds[in_place][follows] += took;
     }
   };
   struct Timed {
