@@ -578,11 +578,10 @@ TEST(Selector, TheAlgorithmsPricedNearAStatesChoiceContendOnOneHost) {
   EXPECT_EQ(contenders(choose({cheap, cheap_other}, one_host)), std::vector<AlgorithmId>{});
 }
 
-// A round of trials comes once enough collectives with contenders have run since the last and
-// added up to kRoundEverySeconds as priced: for the first, the cold ones (5 ms as priced, up to
-// 32) and those that give the incumbent a mean (15 ms, 2 to 32); then 128, doubling to 512. A
-// round is a block of trials of each challenger, 1 ms as priced, 3 to 8 collectives, then the one
-// that decides. Each size keeps its own rounds.
+// A round of trials comes once 64 collectives with contenders, doubling to 512 as rounds go by,
+// have run since the last (or the first) and added up to kRoundEverySeconds as priced: a block of
+// trials of each challenger, 1 ms as priced, 3 to 8 collectives, then the one that decides. Each
+// size keeps its own rounds.
 TEST(AlgorithmTrials, ARoundTriesEachChallengerInABlockThenDecides) {
   using Role = AlgorithmTrials::Role;
   AlgorithmSelector::Choice choice;
@@ -607,9 +606,8 @@ TEST(AlgorithmTrials, ARoundTriesEachChallengerInABlockThenDecides) {
   const int kDecide = static_cast<int>(Role::kDecide);
   const int kIncumbent = static_cast<int>(Role::kIncumbent);
   for (int round = 0; round < 5; ++round) {
-    // 4 ms each: 2 cold and 4 for the mean, then the count decides (the one that decided
-    // counts); a block of 3.
-    const int calls = round == 0 ? 6 : std::min(64 << round, 512);
+    // 4 ms each: the count decides (the one that decided counts); a block of 3.
+    const int calls = std::min(64 << round, 512);
     for (int i = round == 0 ? 0 : 1; i < calls; ++i) {
       EXPECT_EQ(next(1 << 20, choice), kIncumbent) << round << " " << i;
     }
@@ -618,17 +616,10 @@ TEST(AlgorithmTrials, ARoundTriesEachChallengerInABlockThenDecides) {
     EXPECT_EQ(next(1 << 20, choice), 12) << round;
     EXPECT_EQ(next(1 << 20, choice), kDecide) << round;
   }
-  // Priced at 0.1 ms, 50 collectives reach 5 ms, but the first round waits for 32 cold and 32
-  // for the mean; a block of 8.
+  // Priced at 0.1 ms, 50 collectives reach 5 ms, but a round waits for 64; a block of 8.
   for (int i = 0; i < 64; ++i) EXPECT_EQ(next(2 << 20, fast), kIncumbent) << i;
   for (int trial = 0; trial < 8; ++trial) EXPECT_EQ(next(2 << 20, fast), 10 + trial);
   EXPECT_EQ(next(2 << 20, fast), kDecide);
-  // Priced at 20 ms (a 256 MiB all-gather): 1 cold and 2 for the mean.
-  AlgorithmSelector::Choice slow = choice;
-  slow.fastest_s = 20e-3;
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(next(256 << 20, slow), kIncumbent) << i;
-  for (int trial = 0; trial < 3; ++trial) EXPECT_EQ(next(256 << 20, slow), 10 + trial);
-  EXPECT_EQ(next(256 << 20, slow), kDecide);
   // Priced at 0.2 ms: blocks of 5.
   AlgorithmSelector::Choice middle = choice;
   middle.fastest_s = 2e-4;
@@ -683,7 +674,7 @@ TEST(AlgorithmTrials, TheTrialsRunEachChallengerInABlock) {
 }
 
 // The decisions, on one rank with synthetic times: the incumbent's mean over its collectives
-// since the round before (past a size's cold ones) against the mean of each challenger's
+// since the round before (past a size's first 32, cold) against the mean of each challenger's
 // block but its first (the switch). A collective that starts long after the one before ended
 // (the caller's own work) is timed from its own start.
 TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
@@ -694,9 +685,8 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
   choice.algorithm = AlgorithmId::kCmaDirect;
   choice.contenders = {AlgorithmId::kCmaDirect, AlgorithmId::kShmDirect};
   choice.contender_count = 2;
-  choice.fastest_s = 2.5e-4;  // blocks of 4; gaps from 2.5 ms; 20 cold, 32 for the mean
+  choice.fastest_s = 2.5e-4;  // blocks of 4; gaps from 2.5 ms
   ASSERT_EQ(AlgorithmTrials::TimesPerContender(choice), 4);
-  ASSERT_EQ(AlgorithmTrials::ColdCalls(choice), 20);
   constexpr OpKind kKind = OpKind::kAllGather;
   constexpr size_t kBytes = 1 << 20;
   AlgorithmTrials trials(true);
@@ -734,20 +724,17 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
       return algorithm == AlgorithmId::kCmaDirect ? cma : shm;
     };
   };
-  // cma_direct 1 ms but 50 ms each of its first 20 (cold, not counted), shm_direct 2 ms: the
-  // first round, after 52, keeps cma_direct.
+  // cma_direct 2 ms but 50 ms each of its first 32 (cold, not counted), shm_direct 1 ms: the
+  // first round, after 64, takes shm_direct.
   const auto cold = [](AlgorithmId algorithm, const AlgorithmTrials::Plan&, int i) {
-    if (algorithm == AlgorithmId::kCmaDirect) return i < 20 ? 50e-3 : 1e-3;
-    return 2e-3;
+    if (algorithm == AlgorithmId::kCmaDirect) return i < 32 ? 50e-3 : 2e-3;
+    return 1e-3;
   };
-  EXPECT_EQ(run(1, cold), AlgorithmId::kCmaDirect);
-  EXPECT_EQ(calls, 52 + 4 + 1);
-  // shm_direct 1 ms, cma_direct 2 ms: the next round, 128 later, takes shm_direct.
-  EXPECT_EQ(run(1, steady(2e-3, 1e-3)), AlgorithmId::kShmDirect);
-  EXPECT_EQ(calls, 57 + 127 + 4 + 1);
-  // shm_direct slows to 3 ms: the next round, 256 later, takes cma_direct (2 ms).
+  EXPECT_EQ(run(1, cold), AlgorithmId::kShmDirect);
+  EXPECT_EQ(calls, 64 + 4 + 1);
+  // shm_direct slows to 3 ms: the next round, 128 later, takes cma_direct (2 ms).
   EXPECT_EQ(run(1, steady(2e-3, 3e-3)), AlgorithmId::kCmaDirect);
-  EXPECT_EQ(calls, 189 + 255 + 4 + 1);
+  EXPECT_EQ(calls, 69 + 127 + 4 + 1);
   // A block's first trial pays for the switch (100 ms): the rest of shm_direct's block (1 ms)
   // beats cma_direct.
   const auto switching = [](AlgorithmId algorithm, const AlgorithmTrials::Plan& plan, int) {
@@ -813,38 +800,37 @@ std::optional<AlgorithmId> FirstRound(const AlgorithmSelector::Choice& choice,
   }
 }
 
-// Large collectives: one cold, then 2 for the incumbent's mean and a block of 3.
+// Large collectives, priced at 25 ms: the first round after 64 (the first 32 cold), blocks of 3.
 AlgorithmSelector::Choice LargeChoice() {
   AlgorithmSelector::Choice choice;
   choice.algorithm = AlgorithmId::kShmDirect;
   choice.contenders = {AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect};
   choice.contender_count = 2;
-  choice.fastest_s = 10e-3;
+  choice.fastest_s = 25e-3;
   return choice;
 }
 
 // Between a benchmark's loops the caller checks and refills its buffers, some 250 ms for a
 // 256 MiB all-reduce: under 10x its price, but the caller's time, not the collective's.
 TEST(AlgorithmTrials, TheCallersWorkBetweenLargeCollectivesIsNotCharged) {
-  const auto check_before_second = [](uint64_t seq) { return seq == 1 ? 0.25 : 0; };
+  const auto check_before_40th = [](uint64_t seq) { return seq == 40 ? 0.2 : 0; };
   const auto shm_faster = [](AlgorithmId algorithm, uint64_t) {
-    return algorithm == AlgorithmId::kShmDirect ? 12e-3 : 14e-3;
+    return algorithm == AlgorithmId::kShmDirect ? 25e-3 : 28e-3;
   };
-  EXPECT_EQ(FirstRound(LargeChoice(), check_before_second, shm_faster), AlgorithmId::kShmDirect);
+  EXPECT_EQ(FirstRound(LargeChoice(), check_before_40th, shm_faster), AlgorithmId::kShmDirect);
 }
 
 // A loop's first collective waits on the ranks' skew, which the ones after it hide (a 64 MiB
-// all-reduce by shm_direct took 18 ms alone, 11 in loops): the incumbent's collectives that
-// followed the one before meet the challenger's block, which follow each other, and the loop's
-// first stays out.
+// all-reduce by shm_direct took 18 ms alone, 11-12 in loops of 5): the incumbent's collectives
+// that followed the one before meet the challenger's block, which follow each other, and the
+// loops' first stay out.
 TEST(AlgorithmTrials, ALoopsFirstCollectiveMeetsOnlyItsLike) {
-  const auto loop_from_second = [](uint64_t seq) { return seq == 1 ? 0.25 : 0; };
+  const auto loops_of_8 = [](uint64_t seq) { return seq % 8 == 0 ? 0.3 : 0; };
   const auto loop_start_slower = [](AlgorithmId algorithm, uint64_t seq) {
-    if (algorithm == AlgorithmId::kCmaDirect) return 13e-3;
-    return seq == 1 ? 18e-3 : 11e-3;
+    if (algorithm == AlgorithmId::kCmaDirect) return 23e-3;
+    return seq % 8 == 0 ? 36e-3 : 22e-3;
   };
-  EXPECT_EQ(FirstRound(LargeChoice(), loop_from_second, loop_start_slower),
-            AlgorithmId::kShmDirect);
+  EXPECT_EQ(FirstRound(LargeChoice(), loops_of_8, loop_start_slower), AlgorithmId::kShmDirect);
 }
 
 TEST(Selector, KnowsTheHierarchicalNames) {

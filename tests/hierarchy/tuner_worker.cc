@@ -2,7 +2,7 @@
 // same algorithm for every collective and size (they all price with rank 0's model), the tuner
 // must explain each choice with a positive prediction, and WEFT_EXPECT_ALGO, when set, names the
 // algorithm every all-reduce must use (to check that WEFT_ALGO overrides the tuner).
-// WEFT_EXPECT_TRIALS=1: the host's states disagree on the 1 MiB all-reduce; after 57 of them the
+// WEFT_EXPECT_TRIALS=1: the host's states disagree on the 1 MiB all-reduce; after 64 of them the
 // job times both contenders (algorithm_trials.h); the all-reduces stay exact, and every rank ends
 // on the same algorithm.
 #include <algorithm>
@@ -27,9 +27,8 @@ constexpr size_t kTrialBytes = size_t{1} << 20;
 int ExpectTrials(weft::Communicator& comm) {
   int failures = 0;
   std::vector<float> data(kTrialBytes / sizeof(float));
-  // 57 on the first state's choice (25 cold and 32 for its mean, at 0.2 ms each as the fast
-  // state prices them), a round (a block of trials of the other contender: 5), the one that
-  // decides, then a few more.
+  // 64 on the first state's choice, a round (a block of trials of the other contender: 5, at
+  // 0.2 ms each as the fast state prices them), the one that decides, then a few more.
   for (int i = 0; i < 74; ++i) {
     std::fill(data.begin(), data.end(), static_cast<float>(comm.rank() + i));
     if (absl::Status s = comm.AllReduce(data.data(), data.data(), data.size(),

@@ -34,7 +34,7 @@ AlgorithmTrials::Plan AlgorithmTrials::Next(OpKind kind, size_t bytes,
   }
   Issued& issued = it->second;
   if (issued.next_trial < 0 && issued.seconds_since_round >= kRoundEverySeconds &&
-      issued.calls_since_round >= CallsBeforeRound(issued.rounds, choice)) {
+      issued.calls_since_round >= CallsBeforeRound(issued.rounds)) {
     ++issued.rounds;
     issued.next_trial = 0;
     issued.seconds_since_round = 0;
@@ -53,17 +53,6 @@ AlgorithmTrials::Plan AlgorithmTrials::Next(OpKind kind, size_t bytes,
 
 int AlgorithmTrials::TimesPerContender(const AlgorithmSelector::Choice& choice) {
   return CallsSpanning(kBlockSeconds, choice, kMinTimesPerContender, kMaxTimesPerContender);
-}
-
-int AlgorithmTrials::ColdCalls(const AlgorithmSelector::Choice& choice) {
-  return CallsSpanning(kColdSeconds, choice, 1, kMaxColdCalls);
-}
-
-int AlgorithmTrials::CallsBeforeRound(int round, const AlgorithmSelector::Choice& choice) {
-  if (round == 0) {
-    return ColdCalls(choice) + CallsSpanning(kMeanSeconds, choice, kMinMeanCalls, kMaxMeanCalls);
-  }
-  return kCallsBetweenRounds << std::min(round, kRoundSpacingDoublings);
 }
 
 AlgorithmId AlgorithmTrials::Challenger(const AlgorithmSelector::Choice& choice,
@@ -104,7 +93,7 @@ void AlgorithmTrials::Record(OpKind kind, size_t bytes, const AlgorithmSelector:
     if (plan.trial % block >= kWarmingTrials) {
       timed.blocks[plan.trial / block].Add(in_place, follows, seconds);
     }
-  } else if (++timed.incumbent_calls > ColdCalls(choice)) {
+  } else if (++timed.incumbent_calls > kColdCalls) {
     timed.incumbent.Add(in_place, follows, seconds);
   }
 }

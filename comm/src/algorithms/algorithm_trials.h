@@ -23,35 +23,36 @@
 //   the others.
 // - Spent on it: from the end of the one before, where that was the previous collective, of the
 //   same size, and ended less than kGapFactor times its price (and kMaxGapSeconds) before this one
-//   started; else from its own start. In a loop of 512 KiB all-reduces on shm_direct each took 40 us from its start,
-//   71 us from the one before (cma_direct: 115 either way): shm_direct leaves part of its cost to
-//   the next collective, and timed from its own start it would have won rounds it lost.
+//   started; else from its own start. In a loop of 512 KiB all-reduces on shm_direct each took
+//   40 us from its start, 71 us from the one before (cma_direct: 115 either way): shm_direct
+//   leaves part of its cost to the next collective, and timed from its own start it would have
+//   won rounds it lost.
 // - Means, not the fastest of two: a loop's pace is its collectives' mean, and a 64 KiB
 //   all-gather on cma_direct took 7-10 us at best of two, against 20 on average in the loop
 //   (shm_direct: 9-14 at best, 15 on average). The incumbent's mean covers all its collectives
-//   since the round before (past a size's cold ones, ColdCalls), since the pace changes from one
+//   since the round before (past a size's first kColdCalls), since the pace changes from one
 //   stretch of a few to the next: cma_direct's means of the 8 before a round came to 7-11 us in
 //   that loop.
 // - A block lasts kBlockSeconds as priced, kMinTimesPerContender to kMaxTimesPerContender
 //   collectives; its first pays for the switch and is left out of its mean.
-// - In place and out of place apart (CollectiveArgs::in_place), since they rank the algorithms
-//   differently, and a benchmark runs loops of each by turns: a challenger's means in each are
-//   weighed as the incumbent's collectives were, and one whose block missed a placement they
-//   had is not taken. A 16 MiB all-gather's block of cma_direct in place (2.9 ms) against
-//   shm_direct's collectives in and out of place (also 2.9) put cma_direct on the loops out of
-//   place at 4.2 ms, where shm_direct took 2.3.
+// - Like with like. In place and out of place apart (CollectiveArgs::in_place), since they rank
+//   the algorithms differently, and a benchmark runs loops of each by turns: a challenger's
+//   means in each are weighed as the incumbent's collectives were, and one whose block missed a
+//   placement they had is not taken. A 16 MiB all-gather's block of cma_direct in place (2.9 ms)
+//   against shm_direct's collectives in and out of place (also 2.9) put cma_direct on the loops
+//   out of place at 4.2 ms, where shm_direct took 2.3. And in each placement the collectives
+//   that followed the one before apart, where both sides have such: a block's follow each other,
+//   and a loop's first collective also waits on the ranks' skew, which the ones after it hide
+//   (a 64 MiB all-reduce by shm_direct took 18 ms alone, 11-12 in loops of 5).
 //
-// When: once the collectives of the size since the last round have added up to
-// kRoundEverySeconds as the tuners price them, a change of state costing about that long, and
-// number CallsBeforeRound. The first round waits for a size's cold collectives, which would
-// mislead it, and then for enough warm ones to give the incumbent a mean: 64 in all for small
-// collectives, 3 for an all-gather of 64 MiB, so that a job of a few large collectives still
-// times its contenders (a benchmark's loop of 5 ran the model's pick at 1.31x shm_direct). Later
-// rounds come after 128, doubling to 512. A round costs a block on each slower challenger, which a
+// When: once the collectives of the size since the last round (or since the first: a job's first
+// collectives, cold, would mislead the trials) have added up to kRoundEverySeconds as the tuners
+// price them, a change of state costing about that long, and number CallsBeforeRound: 64,
+// doubling to 512 as rounds go by. A round costs a block on each slower challenger, which a
 // contender priced within 2.5x of the choice (selector.h) makes up to 12 collectives' time for a
-// block of 8, 4.5 for one of 3: 2.3% of 512 collectives once rounds are spaced out. Collectives
-// that run on the caller's thread as they are issued (shm_direct's line rounds) take no part
-// (communicator.cc).
+// block of 8: at large sizes, where the count sets the pace, 19% of 64 collectives at first, 2.3%
+// of 512 later. Collectives that run on the caller's thread as they are issued (shm_direct's line
+// rounds) take no part (communicator.cc).
 //
 // Roles are set at issue, in issue order, alike on every rank (Next); which algorithm a role runs,
 // and the times, are settled where the collectives execute, in that same order everywhere.
@@ -75,25 +76,14 @@ namespace weft {
 class AlgorithmTrials {
  public:
   static constexpr double kRoundEverySeconds = 5e-3;
-  // A size's first collectives, left out of the incumbent's mean: those that begin in its first
-  // kColdSeconds as priced, from 1 to kMaxColdCalls. 2 MiB all-gathers on shm_direct took 371 us
-  // on average over their first 64, page faults and all, and 160-190 in loops after.
-  static constexpr double kColdSeconds = 5e-3;
-  static constexpr int kMaxColdCalls = 32;
-  static int ColdCalls(const AlgorithmSelector::Choice& choice);
-  // The incumbent's warm collectives before the first round: enough to span kMeanSeconds as
-  // priced, from kMinMeanCalls to kMaxMeanCalls. Small collectives need many, since the host's
-  // pace changes from one stretch of a few to the next; one of 64 MiB spans such stretches on
-  // its own, and a benchmark's loop of five of them would otherwise end before any round.
-  static constexpr double kMeanSeconds = 15e-3;
-  static constexpr int kMinMeanCalls = 2;
-  static constexpr int kMaxMeanCalls = 32;
-  // Later rounds come after kCallsBetweenRounds collectives of the size, doubled for each round
-  // before up to kRoundSpacingDoublings times: a round costs a block on each slower challenger.
-  static constexpr int kCallsBetweenRounds = 64;
+  static constexpr int kMinCallsBetweenRounds = 64;
+  // The collectives of a size before its round `round` (from 0): kMinCallsBetweenRounds, doubled
+  // for each round before up to kRoundSpacingDoublings times.
   static constexpr int kRoundSpacingDoublings = 3;
-  // The collectives of a size before its round `round` (from 0) can begin.
-  static int CallsBeforeRound(int round, const AlgorithmSelector::Choice& choice);
+  static constexpr int CallsBeforeRound(int round) {
+    return kMinCallsBetweenRounds << (round < kRoundSpacingDoublings ? round
+                                                                     : kRoundSpacingDoublings);
+  }
   static constexpr double kBlockSeconds = 1e-3;
   static constexpr int kMinTimesPerContender = 3;
   static constexpr int kMaxTimesPerContender = 8;
@@ -107,12 +97,14 @@ class AlgorithmTrials {
   // Nor, whatever the price, a gap of this long or more: a loop's own gaps (the caller waking to
   // issue the next) last tens of microseconds, 31 on average in that loop, where a benchmark's
   // check and refill between loops of 256 MiB all-reduces took some 250 ms, under 10x their
-  // price: charged to one of the two collectives in the incumbent's first mean, it made
-  // cma_direct 324 ms a collective against loops of 67.
+  // price: 12% on a mean of 32 of them, 3.7x on a mean of 2 (324 ms against loops of 67).
   static constexpr double kMaxGapSeconds = 1e-3;
   // A block's first trials, left out of its mean: they pay for the switch (a 512 KiB
   // reduce-scatter's first shm_direct after cma_direct took 538 us, the next 60-80).
   static constexpr int kWarmingTrials = 1;
+  // A size's first collectives, left out of the incumbent's mean: 2 MiB all-gathers on shm_direct
+  // took 371 us on average over their first 64, page faults and all, and 160-190 in loops after.
+  static constexpr int kColdCalls = kMinCallsBetweenRounds / 2;
   // Sizes followed at once; beyond, a collective runs on the first state's choice.
   static constexpr size_t kMaxCalls = 256;
 
@@ -168,7 +160,7 @@ class AlgorithmTrials {
   struct Timed {
     std::optional<AlgorithmId> fastest;
     int rounds = 0;  // decided: turns the order of the challengers
-    // The incumbent's collectives since the round before (past the first ColdCalls ever), and
+    // The incumbent's collectives since the round before (past the first kColdCalls ever), and
     // each challenger's block in the round (but its first kWarmingTrials).
     int incumbent_calls = 0;
     Times incumbent;
