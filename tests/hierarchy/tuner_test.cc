@@ -630,25 +630,21 @@ TEST(AlgorithmTrials, ARoundTriesEachChallengerInABlockThenDecides) {
 // its rank's block of the output, a reduce-scatter's output its block of the input.
 TEST(AlgorithmTrials, TellInPlaceFromOutOfPlaceAsNcclDoes) {
   std::vector<float> buffer(4 * 8), other(4 * 8);
-  CollectiveArgs args;
-  args.count = 8;
-  args.kind = OpKind::kAllGather;
-  args.recv = buffer.data();
-  args.send = buffer.data() + 2 * 8;  // rank 2's block
-  EXPECT_TRUE(args.in_place(4));
-  args.send = other.data();
-  EXPECT_FALSE(args.in_place(4));
-  args.kind = OpKind::kReduceScatter;
-  args.send = buffer.data();
-  args.recv = buffer.data() + 3 * 8;  // rank 3's block
-  EXPECT_TRUE(args.in_place(4));
-  args.recv = other.data();
-  EXPECT_FALSE(args.in_place(4));
-  args.kind = OpKind::kAllReduce;
-  args.recv = buffer.data();
-  EXPECT_TRUE(args.in_place(4));
-  args.send = buffer.data() + 8;  // right after the count
-  EXPECT_FALSE(args.in_place(4));
+  const auto in_place = [](OpKind kind, const float* send, float* recv) {
+    CollectiveArgs args;
+    args.kind = kind;
+    args.send = send;
+    args.recv = recv;
+    args.count = 8;
+    return args.in_place(4);
+  };
+  float* whole = buffer.data();
+  EXPECT_TRUE(in_place(OpKind::kAllGather, whole + 2 * 8, whole));  // rank 2's block
+  EXPECT_FALSE(in_place(OpKind::kAllGather, other.data(), whole));
+  EXPECT_TRUE(in_place(OpKind::kReduceScatter, whole, whole + 3 * 8));  // rank 3's block
+  EXPECT_FALSE(in_place(OpKind::kReduceScatter, whole, other.data()));
+  EXPECT_TRUE(in_place(OpKind::kAllReduce, whole, whole));
+  EXPECT_FALSE(in_place(OpKind::kAllReduce, whole + 8, whole));  // right after the count
 }
 
 // A round's trials run the contenders other than the incumbent (before any round, the first

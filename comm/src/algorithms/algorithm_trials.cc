@@ -102,11 +102,12 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
                                      const AlgorithmSelector::Choice& choice, Peers& peers,
                                      const Deadline& deadline) {
   // The incumbent's collectives since the round before (none: it never ran timed) and their
-  // time, then each challenger's block's, out of place and in place: what each rank spent, the
-  // most of them agreed on, so every rank decides alike.
+  // time, then each challenger's block's, by placement and by whether they followed the one
+  // before: what each rank spent, the most of them agreed on, so every rank decides alike.
   const int challengers = choice.contender_count - 1;
   constexpr int kPerTimes = 8;
-  std::array<double, kPerTimes*AlgorithmSelector::kMaxContenders> mine = {}, agreed = {};
+  constexpr size_t kMostNumbers = kPerTimes * AlgorithmSelector::kMaxContenders;
+  std::array<double, kMostNumbers> mine = {}, agreed = {};
   const auto put = [&](int at, const Times& times) {
     for (int i = 0; i < 4; ++i) {
       mine[kPerTimes * at + 2 * i] = times.count[i / 2][i % 2];
@@ -164,12 +165,10 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
                      : std::make_pair(times.seconds[p][0] + times.seconds[p][1],
                                       times.count[p][0] + times.count[p][1]);
   };
-  const auto [window_seconds, window_calls] = [&] {
-    const auto [out_s, out_n] = part(window, 0, false);
-    const auto [in_s, in_n] = part(window, 1, false);
-    return std::make_pair(out_s + in_s, out_n + in_n);
-  }();
-  const double window_mean = window_calls > 0 ? window_seconds / window_calls : 0;
+  const auto [out_seconds, out_calls] = part(window, 0, false);
+  const auto [in_seconds, in_calls] = part(window, 1, false);
+  const int window_calls = out_calls + in_calls;
+  const double window_mean = window_calls > 0 ? (out_seconds + in_seconds) / window_calls : 0;
   std::map<AlgorithmId, double> mean_time;
   mean_time[incumbent] = window_mean;
   for (int b = 0; b < challengers; ++b) {
