@@ -16,12 +16,6 @@ namespace {
 // from 0) and calibration's (from ~0 down).
 constexpr uint64_t kAgreementSeqBase = uint64_t{1} << 62;
 
-// The collectives of `choice`'s price that span `seconds`, from `least` to `most`.
-int CallsSpanning(double seconds, const AlgorithmSelector::Choice& choice, int least, int most) {
-  const double calls = choice.fastest_s > 0 ? std::ceil(seconds / choice.fastest_s) : most;
-  return static_cast<int>(std::clamp<double>(calls, least, most));
-}
-
 }  // namespace
 
 AlgorithmTrials::Plan AlgorithmTrials::Next(OpKind kind, size_t bytes,
@@ -52,7 +46,9 @@ AlgorithmTrials::Plan AlgorithmTrials::Next(OpKind kind, size_t bytes,
 }
 
 int AlgorithmTrials::TimesPerContender(const AlgorithmSelector::Choice& choice) {
-  return CallsSpanning(kBlockSeconds, choice, kMinTimesPerContender, kMaxTimesPerContender);
+  const double times =
+      choice.fastest_s > 0 ? std::ceil(kBlockSeconds / choice.fastest_s) : kMaxTimesPerContender;
+  return static_cast<int>(std::clamp<double>(times, kMinTimesPerContender, kMaxTimesPerContender));
 }
 
 AlgorithmId AlgorithmTrials::Challenger(const AlgorithmSelector::Choice& choice,
