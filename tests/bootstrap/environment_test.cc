@@ -76,6 +76,12 @@ class EnvironmentTest : public ::testing::Test {
   static void ReadError(absl::string_view variable) { (void)ReadErrorNaming(variable); }
 };
 
+// Derived ports lie below Linux's ephemeral range, where no connection or port-0 listener sits.
+void ExpectDerivedPort(int port) {
+  EXPECT_GE(port, 20000);
+  EXPECT_LT(port, 32768);
+}
+
 bool IsHex(const std::string& text) {
   return !text.empty() && std::all_of(text.begin(), text.end(), absl::ascii_isxdigit);
 }
@@ -155,17 +161,33 @@ TEST_F(EnvironmentTest, MpirunOnOneHostDerivesLoopbackAndPortFromTheJobId) {
   EXPECT_EQ(a.rank, 1);
   EXPECT_EQ(a.size, 4);
   EXPECT_EQ(a.store_host, "127.0.0.1");
-  EXPECT_GE(a.store_port, 20000);
-  EXPECT_LE(a.store_port, 40000);
+  ExpectDerivedPort(a.store_port);
   EXPECT_TRUE(absl::StrContains(a.job_id, "3735552001")) << a.job_id;
   EXPECT_EQ(a.token.size(), 32u);
   EXPECT_EQ(ReadOk().store_port, a.store_port);
 
   Set("OMPI_MCA_ess_base_jobid", "3735552002");
   const LaunchEnvironment b = ReadOk();
-  EXPECT_GE(b.store_port, 20000);
-  EXPECT_LE(b.store_port, 40000);
+  ExpectDerivedPort(b.store_port);
   EXPECT_NE(b.token, a.token);
+}
+
+// A derived port inside the ephemeral range failed a CI run: another test's connection held it.
+TEST_F(EnvironmentTest, DerivedPortsSpreadBelowTheEphemeralRange) {
+  Set("OMPI_COMM_WORLD_RANK", "0");
+  Set("OMPI_COMM_WORLD_SIZE", "2");
+  int lowest = 65536;
+  int highest = 0;
+  for (int job = 0; job < 2000; ++job) {
+    Set("OMPI_MCA_ess_base_jobid", std::to_string(3735552000 + job).c_str());
+    const int port = ReadOk().store_port;
+    ExpectDerivedPort(port);
+    lowest = std::min(lowest, port);
+    highest = std::max(highest, port);
+  }
+  // Spread over the range, so that concurrent jobs rarely meet.
+  EXPECT_LT(lowest, 20100);
+  EXPECT_GT(highest, 32667);
 }
 
 TEST_F(EnvironmentTest, PmiWithAndWithoutLocalVariables) {
@@ -179,7 +201,7 @@ TEST_F(EnvironmentTest, PmiWithAndWithoutLocalVariables) {
   EXPECT_EQ(env.local_rank, -1);
   EXPECT_EQ(env.local_size, -1);
   EXPECT_EQ(env.store_host, "");  // not known to fit one host
-  EXPECT_GE(env.store_port, 20000);
+  ExpectDerivedPort(env.store_port);
 
   Set("MPI_LOCALRANKID", "0");
   Set("MPI_LOCALNRANKS", "3");
@@ -216,8 +238,7 @@ TEST_F(EnvironmentTest, SlurmReadsTheLocalSizeFromTasksPerNode) {
   EXPECT_EQ(env.local_size, 1);
   EXPECT_EQ(env.store_host, "");  // several hosts, no address named
   EXPECT_EQ(env.job_id, "slurm:123456.3");
-  EXPECT_GE(env.store_port, 20000);
-  EXPECT_LE(env.store_port, 40000);
+  ExpectDerivedPort(env.store_port);
 
   Set("SLURM_NODEID", "3");
   EXPECT_EQ(ReadOk().local_size, 2);

@@ -138,7 +138,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, Failures, ::testing::Values("shm", "tcp"));
 TEST(Launchers, TorchrunStyleVariables) {
   // Two ranks started by hand with MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, as torchrun does.
   const std::string script = absl::StrCat(
-      "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 20000)) WORLD_SIZE=2 "
+      "export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 12768)) WORLD_SIZE=2 "
       "WEFT_TOKEN=test-token-123; "
       "RANK=0 LOCAL_RANK=0 ",
       WEFT_WORKER,

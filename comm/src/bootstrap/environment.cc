@@ -150,8 +150,11 @@ uint64_t StableHash(absl::string_view text) {
   return h;
 }
 
+// Below Linux's default ephemeral range (32768-60999), so that no process's outgoing connection,
+// nor a listener on port 0, can already hold the port a job derives. Every rank must derive the
+// same port, so the range is fixed rather than read from this host's ip_local_port_range.
 constexpr int kDerivedPortBase = 20000;
-constexpr int kDerivedPortSpan = 20001;  // ports 20000..40000
+constexpr int kDerivedPortSpan = 12768;  // ports 20000..32767
 
 int DerivedPort(absl::string_view job_id) {
   return kDerivedPortBase +

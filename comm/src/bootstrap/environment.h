@@ -19,8 +19,9 @@
 // The store address comes from WEFT_ADDR/WEFT_PORT, else MASTER_ADDR/MASTER_PORT. Without an
 // address, a job known to fit one host (local_size == size) uses 127.0.0.1; otherwise store_host
 // stays empty and the caller must report that WEFT_ADDR or MASTER_ADDR is needed. Without a port,
-// one in [20000, 40000] is derived from the job id (hashed, so every rank derives the same one and
-// concurrent jobs rarely collide), or store_port stays 0 when there is no job id. The token comes
+// one in [20000, 32767] is derived from the job id (hashed, so every rank derives the same one and
+// concurrent jobs rarely collide; below the ephemeral range, so no connection holds it), or
+// store_port stays 0 when there is no job id. The token comes
 // from WEFT_TOKEN, else is derived from the job id (weaker: it is guessable by local users, which
 // docs/ARCHITECTURE.md says), else stays empty.
 #pragma once
