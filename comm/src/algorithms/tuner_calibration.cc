@@ -98,16 +98,48 @@ constexpr int kRoundsPastCaches = 5;
 // from 32 MiB on, a tie at 8 MiB). The ring's large size runs once.
 constexpr int kSmallRuns = 4;
 constexpr int kSmallLoopRuns = 8;
+// A direct collective's small sample is a longer loop: its first run pays for the probe before
+// it, which eight runs did not hide. With eight, four calibrations in a row priced shm_direct's
+// 32 KiB all-gather at 4.3-6.2 us and cma_direct's at 3.3-4.9, where loops of 8192 ran them at
+// 3.0-3.4 and 4.3-4.7 (5.0-5.5 and 6.6-7.2 in a slow state): the tuner picked cma_direct, 1.4x
+// slower, and nothing contests a collective priced that low. With 64, the same four calibrations
+// priced shm_direct 0.8-0.9x cma_direct. A few microseconds each, they cost little; the rig's
+// small rings, tens of microseconds a run over its shaped link, keep kSmallLoopRuns.
+constexpr int kDirectSmallLoopRuns = 64;
 constexpr size_t kWarmedBytes = 512 << 10;
 // A warmed sample spans about kDirectSampleBytes, in kMinDirectRuns to kMaxDirectRuns runs.
 constexpr size_t kDirectSampleBytes = 32 << 20;
 constexpr int kMinDirectRuns = 3;
 constexpr int kMaxDirectRuns = 16;
-int DirectRuns(size_t bytes) {
+constexpr int DirectRuns(size_t bytes) {
   return static_cast<int>(
       std::clamp<size_t>(kDirectSampleBytes / bytes, kMinDirectRuns, kMaxDirectRuns));
 }
 constexpr int kDirectRunsPastCaches = 2;
+// A probe's envelopes in one round start at FirstEnvelope(round, slot): there are fewer than
+// kProbeSlots probes, and each runs fewer than kRunsPerProbeRound times a round.
+constexpr uint64_t kProbeSlots = 32;
+constexpr uint64_t kRunsPerProbeRound = 1024;
+constexpr uint64_t FirstEnvelope(int round, int slot) {
+  return (static_cast<uint64_t>(round) * kProbeSlots + static_cast<uint64_t>(slot)) *
+         kRunsPerProbeRound;
+}
+// The most runs a probe makes in a round, a direct broadcast's: its samples at each size, their
+// common starts, and the warm-ups (RunProbes).
+constexpr uint64_t MostRunsPerProbeRound() {
+  uint64_t runs = 0;
+  for (size_t bytes : kDirectSizes) {
+    if (bytes == kDirectLargeBytes) {
+      runs += 1 + 1 + kDirectRunsPastCaches;
+    } else if (bytes >= kWarmedBytes) {
+      runs += 1 + 1 + DirectRuns(bytes);
+    } else {
+      runs += kSmallRuns * (1 + kDirectSmallLoopRuns);
+    }
+  }
+  return runs;
+}
+static_assert(MostRunsPerProbeRound() < kRunsPerProbeRound);
 // A cached calibration is checked against the host as it is now: shm_direct's 1 MiB all-reduce,
 // timed as calibration times it. A cache that prices it kDisturbedRatio times slower or more was
 // measured while the host was disturbed, and its direct curves are measured again. On an AMD EPYC
@@ -441,9 +473,8 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
   }
   for (int round = 0; round < kRounds; ++round) {
     for (Probe& probe : probes) {
-      // Envelopes must agree between ranks that run different sets of probes: a probe runs
-      // fewer than 256 times a round, and there are fewer than 32 probes.
-      uint64_t which = (static_cast<uint64_t>(round) * 32 + probe.slot) * 256;
+      // Envelopes must agree between ranks that run different sets of probes.
+      uint64_t which = FirstEnvelope(round, probe.slot);
       for (size_t bytes : probe.Sizes()) {
         const bool ring_large = !probe.algorithm && bytes == kLargeBytes;
         const bool anchor_large = probe.algorithm && !probe.direct() && bytes == kLargeBytes;
@@ -471,11 +502,12 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
         const bool together =
             !probe.start_together.ranks.empty() && (probe.algorithm.has_value() || ring_large);
         const int samples = warmed || past_caches || ring_large || anchor_large ? 1 : kSmallRuns;
-        const int runs = warmed         ? DirectRuns(bytes)
-                         : past_caches  ? kDirectRunsPastCaches
-                         : ring_large   ? 1
-                         : anchor_large ? kLargeAnchorRuns
-                                        : kSmallLoopRuns;
+        const int runs = warmed           ? DirectRuns(bytes)
+                         : past_caches    ? kDirectRunsPastCaches
+                         : ring_large     ? 1
+                         : anchor_large   ? kLargeAnchorRuns
+                         : probe.direct() ? kDirectSmallLoopRuns
+                                          : kSmallLoopRuns;
         for (int i = 0; i < samples; ++i) {
           if (together) {
             if (absl::Status s = StartTogether(peers, probe.start_together, which++, deadline);
@@ -896,7 +928,7 @@ absl::StatusOr<std::vector<CostModel>> LoadOrCalibrate(Peers& peers, Store& stor
   }
 
   // Past every round: no probe's envelope numbers reach this.
-  const uint64_t average = static_cast<uint64_t>(kRounds) * 32 * 256;
+  const uint64_t average = FirstEnvelope(kRounds, 0);
   // On rank 0: whether the recheck measures the host again, as a state of its own; and the
   // model as it stood before (see below).
   bool measured_again = false;
