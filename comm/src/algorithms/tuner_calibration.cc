@@ -182,8 +182,9 @@ constexpr double kAloneCpuShare = 0.9;
 // caches measured before are measured again instead of pricing the algorithm as it was. Revision
 // 2: shm_direct's moving windows (ArenaRounds::Begin) and its all-gather's own block copied first,
 // 1.1-1.4x faster from 8 KiB to 2 MiB, where older caches kept the ring ahead. Revision 3: the
-// broadcasts' anchor at kLargeBytes.
-constexpr int kAlgorithmsRevision = 3;
+// broadcasts' anchor at kLargeBytes. Revision 4: the direct collectives' small samples as loops
+// of kDirectSmallLoopRuns, where older caches priced shm_direct's 32 KiB all-gather too high.
+constexpr int kAlgorithmsRevision = 4;
 // Between the states rank 0 publishes: a line no model's text holds.
 constexpr char kStateSeparator[] = "\n%% another state of this host\n";
 constexpr AlgorithmId kDirectAlgorithms[] = {AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect};
