@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dump.h"
 #include "gtest/gtest.h"
@@ -86,18 +88,33 @@ TEST_P(DeadPeer, EverySurvivorNamesTheKilledRankWithinFiveSeconds) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, DeadPeer, ::testing::Values("shm", "tcp"));
 
+// How long after its issue a rank's operation failed, as fault_worker reports it; the most an
+// int64_t holds where it did not report, which no bound accepts.
+int64_t FailedAfterMs(const std::string& output) {
+  const std::string kTag = "FAILED_AFTER_MS ";
+  const size_t at = output.find(kTag);
+  if (at == std::string::npos) return std::numeric_limits<int64_t>::max();
+  const size_t from = at + kTag.size();
+  int64_t ms;
+  if (!absl::SimpleAtoi(output.substr(from, output.find('\n', from) - from), &ms)) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  return ms;
+}
+
 class Mismatch : public ::testing::TestWithParam<std::string> {
  protected:
   // Runs `scenario` on 4 ranks, the last of which calls another collective than the others:
-  // every rank must fail with an error that contains `what_each_called`, well before the 30 s
-  // deadline (reported, not timed out).
+  // every rank must fail with an error that contains `what_each_called`, within 10 s of issuing
+  // its operation: well before the 30 s deadline (reported, not timed out). The communicator's
+  // creation is not counted: where no calibration is cached, 4 ranks on 2 cores take 7-8 s to
+  // calibrate, 16 s beside the rest of the suite.
   void ExpectEveryRankReports(const std::string& scenario, const std::string& what_each_called) {
     constexpr int kSize = 4;
     Env env = TransportEnv(GetParam());
     env.emplace_back("WEFT_TIMEOUT", "30");
     const TempDir dir;
     env.emplace_back("WEFT_FLIGHT_RECORDER_DIR", dir.path());
-    const absl::Time start = absl::Now();
     const JobOutcome job =
         RunRanks(FAULT_WORKER, scenario, kSize, {NewId()}, env, absl::Seconds(30 * TimeScale()));
     ShowIfVerbose(job);
@@ -105,7 +122,7 @@ class Mismatch : public ::testing::TestWithParam<std::string> {
     for (int r = 0; r < kSize; ++r) {
       EXPECT_EQ(job.ranks[r].exit_code, 0) << Describe(job);
       EXPECT_TRUE(absl::StrContains(job.ranks[r].output, what_each_called)) << Describe(job);
-      EXPECT_LT(job.ranks[r].ended - start, absl::Seconds(10 * TimeScale())) << Describe(job);
+      EXPECT_LT(FailedAfterMs(job.ranks[r].output), 10000 * TimeScale()) << Describe(job);
     }
   }
 };

@@ -8,7 +8,8 @@
 //           third one runs. The others must fail, naming it.
 // timeout   rank SIZE-1 skips the second all-reduce (it sleeps, alive); the others time out
 //           (WEFT_TIMEOUT) and every rank dumps its flight recorder.
-// mismatch  the last rank calls all_gather where the others call all_reduce: every rank fails.
+// mismatch  the last rank calls all_gather where the others call all_reduce: every rank fails,
+//           and says how long after the issue (FAILED_AFTER_MS).
 // abort     rank 0's operation is blocked (the others never join); another thread aborts it.
 //           Then every rank builds a second communicator from ID2 and uses it.
 // signal    a few all-reduces, then SIGUSR1 to itself: the flight recorder must appear on disk
@@ -76,28 +77,37 @@ int Timeout(Communicator& comm) {
   return 0;
 }
 
-int Mismatch(Communicator& comm) {
-  std::vector<float> data(4096 * comm.size(), 1.0f);
-  const bool odd_one = comm.rank() == comm.size() - 1;
-  Work work =
-      odd_one ? comm.AllGather(data.data(), data.data(), 1024, DataType::kFloat32)
-              : comm.AllReduce(data.data(), data.data(), 4096, DataType::kFloat32, ReduceOp::kSum);
+// Waits for `work`, issued at `issued`, which must fail: reports the error and how long after
+// the issue it came ("FAILED_AFTER_MS <n>"), which the test bounds. Creating the communicator
+// is not counted: it calibrates the tuner where the host has no cached calibration yet.
+int ExpectFailure(Work& work, absl::Time issued) {
   absl::Status s = work.Wait();
   if (s.ok()) return 1;
   ReportError(s);
+  std::printf("FAILED_AFTER_MS %lld\n",
+              static_cast<long long>(absl::ToInt64Milliseconds(absl::Now() - issued)));
+  std::fflush(stdout);
   return 0;
+}
+
+int Mismatch(Communicator& comm) {
+  std::vector<float> data(4096 * comm.size(), 1.0f);
+  const bool odd_one = comm.rank() == comm.size() - 1;
+  const absl::Time issued = absl::Now();
+  Work work =
+      odd_one ? comm.AllGather(data.data(), data.data(), 1024, DataType::kFloat32)
+              : comm.AllReduce(data.data(), data.data(), 4096, DataType::kFloat32, ReduceOp::kSum);
+  return ExpectFailure(work, issued);
 }
 
 // The same with operations so small that the caller's thread runs them (the engine's eager path).
 int MismatchTiny(Communicator& comm) {
   float value = 1.0f;
+  const absl::Time issued = absl::Now();
   Work work = comm.rank() == comm.size() - 1
                   ? comm.Broadcast(&value, &value, 1, DataType::kFloat32, 0)
                   : comm.AllReduce(&value, &value, 1, DataType::kFloat32, ReduceOp::kSum);
-  absl::Status s = work.Wait();
-  if (s.ok()) return 1;
-  ReportError(s);
-  return 0;
+  return ExpectFailure(work, issued);
 }
 
 int Abort(Communicator& comm, const std::string& second_id) {
