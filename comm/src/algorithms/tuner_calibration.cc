@@ -102,7 +102,7 @@ constexpr int kSmallLoopRuns = 8;
 // it, which eight runs did not hide. With eight, four calibrations in a row priced shm_direct's
 // 32 KiB all-gather at 4.3-6.2 us and cma_direct's at 3.3-4.9, where loops of 8192 ran them at
 // 3.0-3.4 and 4.3-4.7 (5.0-5.5 and 6.6-7.2 in a slow state): the tuner picked cma_direct, 1.4x
-// slower, and nothing contests a collective priced that low. With 64, the same four calibrations
+// slower, and nothing contests a collective priced that low. With 64, four more calibrations
 // priced shm_direct 0.8-0.9x cma_direct. A few microseconds each, they cost little; the rig's
 // small rings, tens of microseconds a run over its shaped link, keep kSmallLoopRuns.
 constexpr int kDirectSmallLoopRuns = 64;

@@ -21,9 +21,9 @@
 // stays empty and the caller must report that WEFT_ADDR or MASTER_ADDR is needed. Without a port,
 // one in [20000, 32767] is derived from the job id (hashed, so every rank derives the same one and
 // concurrent jobs rarely collide; below the ephemeral range, so no connection holds it), or
-// store_port stays 0 when there is no job id. The token comes
-// from WEFT_TOKEN, else is derived from the job id (weaker: it is guessable by local users, which
-// docs/ARCHITECTURE.md says), else stays empty.
+// store_port stays 0 when there is no job id. The token comes from WEFT_TOKEN, else is derived
+// from the job id (weaker: it is guessable by local users, which docs/ARCHITECTURE.md says), else
+// stays empty.
 #pragma once
 
 #include <string>
