@@ -111,35 +111,20 @@ constexpr size_t kWarmedBytes = 512 << 10;
 constexpr size_t kDirectSampleBytes = 32 << 20;
 constexpr int kMinDirectRuns = 3;
 constexpr int kMaxDirectRuns = 16;
-constexpr int DirectRuns(size_t bytes) {
+int DirectRuns(size_t bytes) {
   return static_cast<int>(
       std::clamp<size_t>(kDirectSampleBytes / bytes, kMinDirectRuns, kMaxDirectRuns));
 }
 constexpr int kDirectRunsPastCaches = 2;
 // A probe's envelopes in one round start at FirstEnvelope(round, slot): there are fewer than
-// kProbeSlots probes, and each runs fewer than kRunsPerProbeRound times a round.
+// kProbeSlots probes, and each runs fewer than kRunsPerProbeRound times a round (a direct
+// broadcast some 850), which RunProbes checks.
 constexpr uint64_t kProbeSlots = 32;
 constexpr uint64_t kRunsPerProbeRound = 1024;
 constexpr uint64_t FirstEnvelope(int round, int slot) {
   return (static_cast<uint64_t>(round) * kProbeSlots + static_cast<uint64_t>(slot)) *
          kRunsPerProbeRound;
 }
-// The most runs a probe makes in a round, a direct broadcast's: its samples at each size, their
-// common starts, and the warm-ups (RunProbes).
-constexpr uint64_t MostRunsPerProbeRound() {
-  uint64_t runs = 0;
-  for (size_t bytes : kDirectSizes) {
-    if (bytes == kDirectLargeBytes) {
-      runs += 1 + 1 + kDirectRunsPastCaches;
-    } else if (bytes >= kWarmedBytes) {
-      runs += 1 + 1 + DirectRuns(bytes);
-    } else {
-      runs += kSmallRuns * (1 + kDirectSmallLoopRuns);
-    }
-  }
-  return runs;
-}
-static_assert(MostRunsPerProbeRound() < kRunsPerProbeRound);
 // A cached calibration is checked against the host as it is now: shm_direct's 1 MiB all-reduce,
 // timed as calibration times it. A cache that prices it kDisturbedRatio times slower or more was
 // measured while the host was disturbed, and its direct curves are measured again. On an AMD EPYC
@@ -532,6 +517,11 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
           }
           probe.seconds[bytes].push_back(seconds);
         }
+      }
+      if (which > FirstEnvelope(round, probe.slot + 1)) {
+        return absl::InternalError(absl::StrCat("calibration probe ", probe.name, " ran ",
+                                                which - FirstEnvelope(round, probe.slot),
+                                                " collectives a round, past kRunsPerProbeRound"));
       }
     }
   }
