@@ -1,10 +1,12 @@
-"""What the benchmark scripts (compare-peers, tuner-check) share: child processes under a hard
-time limit, and sizes and iteration counts as nccl-tests writes and the scripts choose them."""
+"""What the benchmark scripts (compare-peers, tuner-check, check-subsets) share: child processes
+under a hard time limit, sizes and iteration counts as nccl-tests writes and the scripts choose
+them, and tuner-check's paired ratio."""
 
 import argparse
 import os
 import re
 import signal
+import statistics
 import subprocess
 
 ITER_BYTES = 256 << 20  # each timed loop moves about this much: many iterations for small sizes
@@ -37,6 +39,13 @@ def human_size(n):
         if n >= scale and n % scale == 0:
             return f"{n // scale}{unit}"
     return str(n)
+
+
+def paired_ratio(tuned, forced):
+    """The median over pairs of tuned/forced, the i-th times of each taken side by side: a state
+    of the machine that comes and goes from one cycle to the next touches both times of a pair
+    alike, whereas the medians of pooled samples compare different mixes of states."""
+    return statistics.median(t / f if f > 0 else 1.0 for t, f in zip(tuned, forced))
 
 
 def iterations_for(size, fixed):
