@@ -13,6 +13,7 @@ ITER_BYTES = 256 << 20  # each timed loop moves about this much: many iterations
 # A loop of 1000 tiny operations lasts half a millisecond, which one scheduler hiccup moves by
 # 10%: small sizes run up to 20000 (a loop of at least 10 ms).
 MIN_ITERS, MAX_ITERS = 5, 20000
+TUNED = "tuned"  # tuner-check's variant without -A (-V calls it "auto"), in its reports too
 
 
 def parse_size(text):
