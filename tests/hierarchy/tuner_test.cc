@@ -580,7 +580,7 @@ TEST(Selector, TheAlgorithmsPricedNearAStatesChoiceContendOnOneHost) {
 
 // A round of trials comes once 64 collectives with contenders, doubling to 512 as rounds go by,
 // have run since the last (or the first) and added up to kRoundEverySeconds as priced: a block of
-// trials of each challenger, 1 ms as priced, 3 to 8 collectives, then the one that decides. Each
+// trials of each challenger, 1 ms as priced, 4 to 10 collectives, then the one that decides. Each
 // size keeps its own rounds.
 TEST(AlgorithmTrials, ARoundTriesEachChallengerInABlockThenDecides) {
   using Role = AlgorithmTrials::Role;
@@ -606,7 +606,7 @@ TEST(AlgorithmTrials, ARoundTriesEachChallengerInABlockThenDecides) {
   const int kDecide = static_cast<int>(Role::kDecide);
   const int kIncumbent = static_cast<int>(Role::kIncumbent);
   for (int round = 0; round < 5; ++round) {
-    // 4 ms each: the count decides (the one that decided counts); a block of 3.
+    // 4 ms each: the count decides (the one that decided counts); a block of 4.
     const int calls = std::min(64 << round, 512);
     for (int i = round == 0 ? 0 : 1; i < calls; ++i) {
       EXPECT_EQ(next(1 << 20, choice), kIncumbent) << round << " " << i;
@@ -614,11 +614,12 @@ TEST(AlgorithmTrials, ARoundTriesEachChallengerInABlockThenDecides) {
     EXPECT_EQ(next(1 << 20, choice), 10) << round;
     EXPECT_EQ(next(1 << 20, choice), 11) << round;
     EXPECT_EQ(next(1 << 20, choice), 12) << round;
+    EXPECT_EQ(next(1 << 20, choice), 13) << round;
     EXPECT_EQ(next(1 << 20, choice), kDecide) << round;
   }
-  // Priced at 0.1 ms, 50 collectives reach 5 ms, but a round waits for 64; a block of 8.
+  // Priced at 0.1 ms, 50 collectives reach 5 ms, but a round waits for 64; a block of 10.
   for (int i = 0; i < 64; ++i) EXPECT_EQ(next(2 << 20, fast), kIncumbent) << i;
-  for (int trial = 0; trial < 8; ++trial) EXPECT_EQ(next(2 << 20, fast), 10 + trial);
+  for (int trial = 0; trial < 10; ++trial) EXPECT_EQ(next(2 << 20, fast), 10 + trial);
   EXPECT_EQ(next(2 << 20, fast), kDecide);
   // Priced at 0.2 ms: blocks of 5.
   AlgorithmSelector::Choice middle = choice;
@@ -655,7 +656,7 @@ TEST(AlgorithmTrials, TheTrialsRunEachChallengerInABlock) {
   choice.algorithm = AlgorithmId::kCmaDirect;
   choice.contenders = {AlgorithmId::kCmaDirect, AlgorithmId::kShmDirect, AlgorithmId::kRing};
   choice.contender_count = 3;
-  choice.fastest_s = 5e-4;  // blocks of 3
+  choice.fastest_s = 5e-4;  // blocks of 4
   const AlgorithmTrials trials(true);
   const auto runs = [&](Role role, int trial) {
     return trials.Algorithm(OpKind::kAllGather, 1 << 20, choice, {role, trial});
@@ -663,15 +664,15 @@ TEST(AlgorithmTrials, TheTrialsRunEachChallengerInABlock) {
   EXPECT_EQ(runs(Role::kIncumbent, 0), AlgorithmId::kCmaDirect);
   EXPECT_EQ(runs(Role::kDecide, 0), AlgorithmId::kCmaDirect);
   EXPECT_EQ(runs(Role::kTrial, 0), AlgorithmId::kShmDirect);
-  EXPECT_EQ(runs(Role::kTrial, 2), AlgorithmId::kShmDirect);
-  EXPECT_EQ(runs(Role::kTrial, 3), AlgorithmId::kRing);
-  EXPECT_EQ(runs(Role::kTrial, 5), AlgorithmId::kRing);
+  EXPECT_EQ(runs(Role::kTrial, 3), AlgorithmId::kShmDirect);
+  EXPECT_EQ(runs(Role::kTrial, 4), AlgorithmId::kRing);
+  EXPECT_EQ(runs(Role::kTrial, 7), AlgorithmId::kRing);
   EXPECT_EQ(trials.Found(OpKind::kAllGather, 1 << 20), std::nullopt);
 }
 
 // The decisions, on one rank with synthetic times: the incumbent's mean over its collectives
 // since the round before (past a size's first 32, cold) against the mean of each challenger's
-// block but its first (the switch). A collective that starts long after the one before ended
+// block but its first two (the switch). A collective that starts long after the one before ended
 // (the caller's own work) is timed from its own start.
 TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
   using Role = AlgorithmTrials::Role;
@@ -731,11 +732,12 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
   // shm_direct slows to 3 ms: the next round, 128 later, takes cma_direct (2 ms).
   EXPECT_EQ(run(1, steady(2e-3, 3e-3)), AlgorithmId::kCmaDirect);
   EXPECT_EQ(calls, 69 + 127 + 4 + 1);
-  // A block's first trial pays for the switch (100 ms): the rest of shm_direct's block (1 ms)
-  // beats cma_direct.
+  // A block's first trials pay for the switch: the first 100 ms, and the second 20 for what the
+  // first left it. The rest of shm_direct's block (1 ms) beats cma_direct.
   const auto switching = [](AlgorithmId algorithm, const AlgorithmTrials::Plan& plan, int) {
     if (algorithm == AlgorithmId::kCmaDirect) return 2e-3;
-    return plan.role == Role::kTrial && plan.trial == 0 ? 100e-3 : 1e-3;
+    if (plan.role != Role::kTrial) return 1e-3;
+    return plan.trial == 0 ? 100e-3 : plan.trial == 1 ? 20e-3 : 1e-3;
   };
   EXPECT_EQ(run(1, switching), AlgorithmId::kShmDirect);
   // shm_direct 1 ms, cma_direct 1.5 ms, the caller working 50 ms between incumbents: timed from
@@ -796,7 +798,7 @@ std::optional<AlgorithmId> FirstRound(const AlgorithmSelector::Choice& choice,
   }
 }
 
-// Large collectives, priced at 25 ms: the first round after 64 (the first 32 cold), blocks of 3.
+// Large collectives, priced at 25 ms: the first round after 64 (the first 32 cold), blocks of 4.
 AlgorithmSelector::Choice LargeChoice() {
   AlgorithmSelector::Choice choice;
   choice.algorithm = AlgorithmId::kShmDirect;

@@ -34,7 +34,7 @@
 //   stretch of a few to the next: cma_direct's means of the 8 before a round came to 7-11 us in
 //   that loop.
 // - A block lasts kBlockSeconds as priced, kMinTimesPerContender to kMaxTimesPerContender
-//   collectives; its first pays for the switch and is left out of its mean.
+//   collectives; its first kWarmingTrials pay for the switch and are left out of its mean.
 // - Like with like. In place and out of place apart (CollectiveArgs::in_place), since they rank
 //   the algorithms differently, and a benchmark runs loops of each by turns: a challenger's
 //   means in each are weighed as the incumbent's collectives were, and one whose block missed a
@@ -49,10 +49,10 @@
 // collectives, cold, would mislead the trials) have added up to kRoundEverySeconds as the tuners
 // price them, a change of state costing about that long, and number CallsBeforeRound: 64,
 // doubling to 512 as rounds go by. A round costs a block on each slower challenger, which a
-// contender priced within 2.5x of the choice (selector.h) makes up to 12 collectives' time for a
-// block of 8: at large sizes, where the count sets the pace, 19% of 64 collectives at first, 2.3%
-// of 512 later. Collectives that run on the caller's thread as they are issued (shm_direct's line
-// rounds) take no part (communicator.cc).
+// contender priced within 2.5x of the choice (selector.h) makes up to 15 collectives' time for a
+// block of 10: where the count sets the pace, 23% of 64 collectives at first, 2.9% of 512 later
+// (large sizes, in blocks of 4: 9% and 1.2%). Collectives that run on the caller's thread as
+// they are issued (shm_direct's line rounds) take no part (communicator.cc).
 //
 // Roles are set at issue, in issue order, alike on every rank (Next); which algorithm a role runs,
 // and the times, are settled where the collectives execute, in that same order everywhere.
@@ -85,8 +85,9 @@ class AlgorithmTrials {
                                                                      : kRoundSpacingDoublings);
   }
   static constexpr double kBlockSeconds = 1e-3;
-  static constexpr int kMinTimesPerContender = 3;
-  static constexpr int kMaxTimesPerContender = 8;
+  // At least two timed past the switch (kWarmingTrials).
+  static constexpr int kMinTimesPerContender = 4;
+  static constexpr int kMaxTimesPerContender = 10;
   // The collectives in each contender's block, alike on every rank (every rank prices alike).
   static int TimesPerContender(const AlgorithmSelector::Choice& choice);
   // A collective that starts this many times fastest_s or more after the one before ended
@@ -99,9 +100,15 @@ class AlgorithmTrials {
   // check and refill between loops of 256 MiB all-reduces took some 250 ms, under 10x their
   // price: 12% on a mean of 32 of them, 3.7x on a mean of 2 (324 ms against loops of 67).
   static constexpr double kMaxGapSeconds = 1e-3;
-  // A block's first trials, left out of its mean: they pay for the switch (a 512 KiB
-  // reduce-scatter's first shm_direct after cma_direct took 538 us, the next 60-80).
-  static constexpr int kWarmingTrials = 1;
+  // A block's first trials, left out of its mean: they pay for the switch. A 512 KiB
+  // reduce-scatter's first shm_direct after cma_direct took 538 us, the next 60-80. Where the
+  // switch costs less than a collective it lands on the second: the first, timed from the end of
+  // the incumbent's last, leaves its own cold start to the one after it, as shm_direct leaves
+  // part of each collective to the next. In 39 blocks of 128 KiB all-gathers on shm_direct after
+  // cma_direct the second took a median 1.95x the later ones' mean, and counted in, it put the
+  // block a median 14% over them (up to 43%): the trials kept cma_direct on all-gathers that
+  // shm_direct ran 10-15% faster.
+  static constexpr int kWarmingTrials = 2;
   // A size's first collectives, left out of the incumbent's mean: 2 MiB all-gathers on shm_direct
   // took 371 us on average over their first 64, page faults and all, and 160-190 in loops after.
   static constexpr int kColdCalls = kMinCallsBetweenRounds / 2;
