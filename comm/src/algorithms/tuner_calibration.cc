@@ -162,6 +162,15 @@ constexpr double kDisturbedRatio = 1.5;
 constexpr double kLastingStateRatio = 6;
 constexpr double kSteadySpread = 1.3;
 constexpr double kAloneCpuShare = 0.9;
+// A cached network class is checked too, once a process: a host's cache is named for the host and
+// keyed by node count alone, and the same host may join jobs over another network, transport
+// (WEFT_TRANSPORT) or link rate. On the rig, a cache written at another rate priced the net class
+// at 0.32 GB/s, where the 1 Gbit/s link gave 0.065: every prediction across nodes came out
+// 2.4-2.5x low, and picks that weigh the network against memory go wrong that way. Every lane
+// times the net class's large ring at once, as calibration does, warmed once; kNetChangedRatio
+// off either way, the network classes and the anchors are measured again.
+constexpr int kNetRecheckSamples = 3;
+constexpr double kNetChangedRatio = 1.5;
 // A cache's first line names the revision of the algorithms it was measured with. A change that
 // makes an algorithm faster or slower, or a new point that calibration measures, bumps it, so that
 // caches measured before are measured again instead of pricing the algorithm as it was. Revision
@@ -267,6 +276,12 @@ struct Probe {
     const double beta = std::max((transfer / ((q - 1) / q * n) - gamma) / 2, 1e-12);
     return LinkCost{std::max(0.05, small / (2 * (q - 1)) * 1e6), 1 / beta / 1e9};
   }
+  // What FitLink's ring of kLargeBytes takes at `cost`.
+  double RingLargeSeconds(const LinkCost& cost, double gamma) const {
+    const double n = static_cast<double>(kLargeBytes - kSmallBytes);
+    const double q = group.size();
+    return 2 * (q - 1) * cost.alpha() + (q - 1) / q * n * (2 * cost.beta() + gamma);
+  }
   // A collective of the whole communicator: its median time at each size.
   TimeCurve FitCurve() const {
     TimeCurve curve;
@@ -281,6 +296,25 @@ RankGroup Everyone(const Peers& peers) {
   RankGroup everyone{{}, peers.rank()};
   for (int r = 0; r < peers.size(); ++r) everyone.ranks.push_back(r);
   return everyone;
+}
+
+// Every lane's ranks (local rank < lanes) on every node: the net class's rings run at once.
+RankGroup LaneHolders(const Peers& peers) {
+  const NodeLayout& nodes = peers.nodes();
+  RankGroup holders;
+  for (int r = 0; r < peers.size(); ++r) {
+    if (nodes.local_rank_of(r) >= nodes.lanes()) continue;
+    if (r == peers.rank()) holders.me = holders.size();
+    holders.ranks.push_back(r);
+  }
+  return holders;
+}
+
+// This rank's lane ring across nodes, the net class's probe (for a lane holder).
+Probe NetProbe(const Peers& peers) {
+  const NodeLayout& nodes = peers.nodes();
+  return {"net",        nodes.num_nodes(),  {nodes.lane_group(nodes.local_rank()), nodes.node()},
+          std::nullopt, OpKind::kAllReduce, 1};
 }
 
 // Readies the links for a calibration collective: `which` makes its envelope unique.
@@ -598,14 +632,17 @@ std::vector<Anchored> AnchoredCollectives() {
 struct Plan {
   bool shm = false, net = false, net_flow = false, anchors = false;
   std::vector<AlgorithmId> direct;
-  bool recheck = false;  // time shm_direct against its cached curve first (RecheckDirect)
+  bool recheck = false;      // time shm_direct against its cached curve first (RecheckDirect)
+  bool net_recheck = false;  // time the net class against the cache first (RecheckNet)
   bool shared_buffers = false;
 
-  bool empty() const { return !shm && !net && !net_flow && !anchors && direct.empty() && !recheck; }
+  bool empty() const {
+    return !shm && !net && !net_flow && !anchors && direct.empty() && !recheck && !net_recheck;
+  }
   std::string Encode() const {
-    std::string text =
-        absl::StrCat(shm ? "shm " : "", net ? "net " : "", net_flow ? "net_flow " : "",
-                     anchors ? "anchors " : "", recheck ? "recheck " : "");
+    std::string text = absl::StrCat(shm ? "shm " : "", net ? "net " : "",
+                                    net_flow ? "net_flow " : "", anchors ? "anchors " : "",
+                                    recheck ? "recheck " : "", net_recheck ? "net_recheck " : "");
     for (AlgorithmId id : direct) absl::StrAppend(&text, Name(id), " ");
     return absl::StrCat(text, "-", shared_buffers ? " shared_buffers" : "");
   }
@@ -617,6 +654,7 @@ struct Plan {
       if (word == CostModel::kNetFlow) plan.net_flow = true;
       if (word == "anchors") plan.anchors = true;
       if (word == "recheck") plan.recheck = true;
+      if (word == "net_recheck") plan.net_recheck = true;
       if (word == "shared_buffers") plan.shared_buffers = true;
       if (std::optional<AlgorithmId> id = ParseAlgorithm(word)) plan.direct.push_back(*id);
     }
@@ -628,13 +666,14 @@ struct Plan {
   }
 };
 
-// Whether this process has not yet checked `cache` for communicators of `ranks` ranks: once is
-// enough, and a job that creates many communicators (a trainer's groups) pays the check once.
-bool FirstCheckOfCache(const std::string& cache, int ranks) {
+// Whether this process has not yet made the check `check` (a cache's path for its direct curves,
+// and that with " net" for its network classes) for communicators of `count` ranks (nodes): once
+// is enough, and a job that creates many communicators (a trainer's groups) pays it once.
+bool FirstCheckOfCache(const std::string& check, int count) {
   static std::mutex mu;
   static std::set<std::pair<std::string, int>>* checked = new std::set<std::pair<std::string, int>>;
   std::lock_guard<std::mutex> lock(mu);
-  return checked->emplace(cache, ranks).second;
+  return checked->emplace(check, count).second;
 }
 
 // How far apart two times are, as a ratio either way (>= 1).
@@ -698,6 +737,53 @@ absl::Status RecheckDirect(Peers& peers, Store& store, const std::vector<double>
                                          }),
                            cpu_share * 100, verdict->explanation));
   return store.Set("tuning/recheck", plan.Encode());
+}
+
+// With plan.net_recheck: every lane times its ring across nodes (NetProbe) at kLargeBytes, all
+// lanes at once; rank 0 judges the samples against `price` (the cache's, on rank 0) and tells
+// every rank, through the store, the plan to go on with: the network classes and the anchors
+// measured again, or nothing more for them.
+absl::Status RecheckNet(Peers& peers, Store& store, double price, Plan& plan, uint64_t which,
+                        const Deadline& deadline) {
+  const NodeLayout& nodes = peers.nodes();
+  std::vector<double> samples;
+  if (nodes.local_rank() < nodes.lanes()) {
+    const Probe probe = NetProbe(peers);
+    const RankGroup holders = LaneHolders(peers);
+    AlignedFloats data(kLargeBytes / sizeof(float), 1.0f);
+    // The first run warms: it spends what the link let build up before (a tbf bucket).
+    for (int i = 0; i <= kNetRecheckSamples; ++i) {
+      if (absl::Status s = StartTogether(peers, holders, which++, deadline); !s.ok()) return s;
+      absl::StatusOr<double> t =
+          RunProbe(peers, probe, kLargeBytes, data.data(), data.data(), 1, &which, deadline);
+      if (!t.ok()) return t.status();
+      if (i > 0) samples.push_back(*t);
+    }
+  }
+  if (peers.rank() != 0) {
+    absl::StatusOr<std::string> text = store.Get("tuning/net_recheck", deadline);
+    if (!text.ok()) return text.status();
+    plan = Plan::Decode(*text);
+    return absl::OkStatus();
+  }
+  const double now = Median(samples);
+  const bool changed = Apart(now, price) > kNetChangedRatio;
+  plan.net_recheck = false;
+  if (changed) {
+    plan.net = true;
+    plan.net_flow = nodes.lanes() > 1;
+    plan.anchors = peers.size() <= kMaxAnchoredRanks;
+  }
+  DebugLog(DebugLevel::kInfo,
+           absl::StrFormat(
+               "rank 0: the net class's %d-byte ring all-reduce across %d nodes (%d "
+               "lanes at once) took %s ms now; the cache prices it at %.2f ms: %s",
+               kLargeBytes, nodes.num_nodes(), nodes.lanes(),
+               absl::StrJoin(
+                   samples, " ",
+                   [](std::string* out, double t) { absl::StrAppendFormat(out, "%.2f", t * 1e3); }),
+               price * 1e3, changed ? "the network has changed; measuring it again" : "it stands"));
+  return store.Set("tuning/net_recheck", plan.Encode());
 }
 
 // Writes `states` (texts, the one to check first first) as `cache` and its alternates; false when
@@ -815,6 +901,7 @@ absl::StatusOr<std::vector<CostModel>> LoadOrCalibrate(Peers& peers, Store& stor
   // On rank 0: the texts of the host's states other than the one `model` holds (their tuners'
   // disagreements are what the job's trials time: algorithm_trials.h).
   std::vector<std::string> other_states;
+  double net_price = 0;  // with plan.net_recheck, on rank 0: the cache's (RecheckNet)
   if (rank == 0) {
     if (const char* files = Env("WEFT_TUNING_FILE")) {
       // A list names the host's states, the one a job starts in first.
@@ -855,6 +942,12 @@ absl::StatusOr<std::vector<CostModel>> LoadOrCalibrate(Peers& peers, Store& stor
       plan.shm = node0 > 1 && peers.link(nodes.members(0)[1])->transport_name() == "shm" &&
                  !model.Has("shm", node0);
       plan.net = nodes.num_nodes() > 1 && !model.Has("net", nodes.num_nodes());
+      plan.net_recheck = nodes.num_nodes() > 1 && !plan.net &&
+                         FirstCheckOfCache(absl::StrCat(cache, " net"), nodes.num_nodes());
+      if (plan.net_recheck) {
+        net_price =
+            NetProbe(peers).RingLargeSeconds(model.Get("net", nodes.num_nodes()), model.gamma());
+      }
       // With one lane, net is already what a lone flow gets.
       plan.net_flow =
           nodes.num_nodes() > 1 && lanes > 1 && !model.Has(CostModel::kNetFlow, nodes.num_nodes());
@@ -946,6 +1039,14 @@ absl::StatusOr<std::vector<CostModel>> LoadOrCalibrate(Peers& peers, Store& stor
     }
     if (measured_again) unmeasured = model;
   }
+  if (plan.net_recheck) {
+    // Its envelopes follow the shm recheck's.
+    if (absl::Status s =
+            RecheckNet(peers, store, net_price, plan, average + kRunsPerProbeRound, deadline);
+        !s.ok()) {
+      return s;
+    }
+  }
 
   // Every group measures at once, as the algorithms run; rank 0's numbers are kept (those of
   // whole-communicator collectives after AverageOverRanks).
@@ -959,17 +1060,11 @@ absl::StatusOr<std::vector<CostModel>> LoadOrCalibrate(Peers& peers, Store& stor
                       0});
   }
   if (plan.net && nodes.local_rank() < lanes) {
-    Probe probe{
-        "net",        nodes.num_nodes(),  {nodes.lane_group(nodes.local_rank()), nodes.node()},
-        std::nullopt, OpKind::kAllReduce, 1};
+    Probe probe = NetProbe(peers);
     // Left to drift apart over the small runs, the lanes' large rings overlapped only in part:
     // on the rig (two lanes, one 1 Gbit/s link per node) a lane's share measured 0.06-0.15 GB/s
     // from one calibration to the next, where it is 0.0625.
-    for (int r = 0; r < peers.size(); ++r) {
-      if (nodes.local_rank_of(r) >= lanes) continue;
-      if (r == rank) probe.start_together.me = probe.start_together.size();
-      probe.start_together.ranks.push_back(r);
-    }
+    probe.start_together = LaneHolders(peers);
     probes.push_back(std::move(probe));
   }
   // Lane 0 alone, once everything else is measured.

@@ -17,7 +17,11 @@
 //     measured in the state the host is in now and kept as a state of their own. A host found
 //     faster than that is measured at once (the cache was measured while the host was
 //     disturbed); one found slower only when it runs so steadily, with its cores to itself
-//     (JudgeRecheck; tuner_calibration.cc, kRecheckBytes). The shm class: a ring
+//     (JudgeRecheck; tuner_calibration.cc, kRecheckBytes). A cache that holds the net class for
+//     the communicator's node count is checked too, once a process: every lane's ring across
+//     nodes at 2 MiB, all at once; priced over 1.5x off either way (another network, transport or
+//     link rate than the cache was measured over), the network classes and the anchors are
+//     measured again. The shm class: a ring
 //     all-reduce inside every node at once; the net class: a ring all-reduce across nodes in every
 //     lane at once; shm_direct and cma_direct (one host): each of their all-reduce, reduce-scatter,
 //     all-gather and broadcast, out of place; over several nodes (up to 32 ranks), the anchors:
