@@ -901,6 +901,28 @@ TEST_F(Calibration, AListOfTuningFilesNamesTheHostsStates) {
   EXPECT_TRUE(absl::StrContains(states.status().message(), "missing.txt")) << states.status();
 }
 
+// A copy of the host's cache serves as a tuning file, if the algorithms are still those it was
+// measured with.
+TEST_F(Calibration, ATuningFileMayBeACopyOfACache) {
+  const std::string file = cache_ + "/copy.txt";
+  std::ofstream(file) << TuningCacheRevisionLine() << kModel;
+  setenv("WEFT_TUNING_FILE", file.c_str(), 1);
+  absl::StatusOr<CostModel> model = Load({"a"});
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_DOUBLE_EQ(model->Get("net", 2).alpha_us, 50);
+  // Errors still name the file's own lines.
+  std::ofstream(file) << TuningCacheRevisionLine() << "shm.gbps fast\n";
+  model = Load({"a"});
+  ASSERT_FALSE(model.ok());
+  EXPECT_TRUE(absl::StrContains(model.status().message(), "copy.txt:2")) << model.status();
+
+  std::ofstream(file) << "weft.algorithms_revision 1\n" << kModel;
+  model = Load({"a"});
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(model.status().message(), "another revision")) << model.status();
+}
+
 TEST_F(Calibration, ABrokenTuningFileFailsCreationWithItsLine) {
   const std::string file = cache_ + "/broken.txt";
   std::ofstream(file) << "shm.gbps 4\nshm.gbps fast\n";

@@ -179,6 +179,7 @@ constexpr double kNetChangedRatio = 1.5;
 // broadcasts' anchor at kLargeBytes. Revision 4: the direct collectives' small samples as loops
 // of kDirectSmallLoopRuns, where older caches priced shm_direct's 32 KiB all-gather too high.
 constexpr int kAlgorithmsRevision = 4;
+constexpr char kRevisionKey[] = "weft.algorithms_revision ";
 // Between the states rank 0 publishes: a line no model's text holds.
 constexpr char kStateSeparator[] = "\n%% another state of this host\n";
 constexpr AlgorithmId kDirectAlgorithms[] = {AlgorithmId::kShmDirect, AlgorithmId::kCmaDirect};
@@ -879,7 +880,7 @@ RecheckVerdict JudgeRecheck(const std::vector<double>& prices, const std::vector
 }
 
 std::string TuningCacheRevisionLine() {
-  return absl::StrCat("weft.algorithms_revision ", kAlgorithmsRevision, "\n");
+  return absl::StrCat(kRevisionKey, kAlgorithmsRevision, "\n");
 }
 
 absl::StatusOr<std::vector<CostModel>> LoadOrCalibrate(Peers& peers, Store& store,
@@ -912,8 +913,24 @@ absl::StatusOr<std::vector<CostModel>> LoadOrCalibrate(Peers& peers, Store& stor
           return absl::Status(text.status().code(),
                               absl::StrCat("reading WEFT_TUNING_FILE: ", text.status().message()));
         }
+        // A copy of a tuning cache: its first line names the revision of the algorithms it was
+        // measured with, which must be this one (blanked, so errors name the file's own lines).
+        std::string entries = *text;
+        if (absl::StartsWith(entries, kRevisionKey)) {
+          const std::string revision = TuningCacheRevisionLine();
+          if (!absl::StartsWith(entries, revision)) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "WEFT_TUNING_FILE ", file,
+                ": measured with another revision of the algorithms "
+                "than ",
+                kAlgorithmsRevision,
+                " (its first line), which prices them as they were: "
+                "measure again (a job with a fresh WEFT_CACHE_DIR writes a new cache)"));
+          }
+          entries.erase(0, revision.size() - 1);
+        }
         CostModel parsed;
-        if (absl::Status s = parsed.Merge(*text, file); !s.ok()) return s;
+        if (absl::Status s = parsed.Merge(entries, file); !s.ok()) return s;
         if (first) {
           model = std::move(parsed);
           first = false;

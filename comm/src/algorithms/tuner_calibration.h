@@ -3,9 +3,10 @@
 // trials decide: algorithm_trials.h).
 //
 // Collective over the communicator, at creation, before the engine starts. Rank 0 decides:
-//   - WEFT_TUNING_FILE set: that file is the model (missing entries keep their defaults), and
-//     nothing is measured or cached; a list of files (a:b:c) names the host's states, the first
-//     the one a job starts in;
+//   - WEFT_TUNING_FILE set: that file is the model (missing entries keep their defaults; a copy
+//     of a cache serves if measured with this revision of the algorithms), and nothing is
+//     measured or cached; a list of files (a:b:c) names the host's states, the first the one a
+//     job starts in;
 //   - otherwise the per-host cache, tuning-<host>.txt in WEFT_CACHE_DIR (default
 //     $XDG_CACHE_HOME/weft, else ~/.cache/weft); what this communicator uses and the cache lacks
 //     is measured, and rank 0 rewrites the cache (atomically). A cache measured by another
