@@ -688,6 +688,14 @@ double RecheckPrice(const CostModel& model, int ranks) {
       static_cast<double>(FloatsPerRank(OpKind::kAllReduce, kRecheckBytes, ranks) * sizeof(float)));
 }
 
+// On ranks but 0: the plan rank 0 published under `key` after judging a recheck.
+absl::Status AdoptPlan(Store& store, const std::string& key, Plan& plan, const Deadline& deadline) {
+  absl::StatusOr<std::string> text = store.Get(key, deadline);
+  if (!text.ok()) return text.status();
+  plan = Plan::Decode(*text);
+  return absl::OkStatus();
+}
+
 // With plan.recheck: every rank times shm_direct's kRecheckBytes all-reduce; rank 0 judges the
 // samples against the states on file (`prices`: JudgeRecheck's) into *verdict and tells every
 // rank, through the store, the plan to go on with: the direct algorithms measured again, or
@@ -712,12 +720,7 @@ absl::Status RecheckDirect(Peers& peers, Store& store, const std::vector<double>
     samples.push_back(*t);
   }
   const double cpu_share = (ProcessCpuSeconds() - cpu_began) / Since(began);
-  if (peers.rank() != 0) {
-    absl::StatusOr<std::string> text = store.Get("tuning/recheck", deadline);
-    if (!text.ok()) return text.status();
-    plan = Plan::Decode(*text);
-    return absl::OkStatus();
-  }
+  if (peers.rank() != 0) return AdoptPlan(store, "tuning/recheck", plan, deadline);
   *verdict = JudgeRecheck(prices, samples, cpu_share);
   plan.recheck = false;
   if (verdict->measure_again) {
@@ -761,12 +764,7 @@ absl::Status RecheckNet(Peers& peers, Store& store, double price, Plan& plan, ui
       if (i > 0) samples.push_back(*t);
     }
   }
-  if (peers.rank() != 0) {
-    absl::StatusOr<std::string> text = store.Get("tuning/net_recheck", deadline);
-    if (!text.ok()) return text.status();
-    plan = Plan::Decode(*text);
-    return absl::OkStatus();
-  }
+  if (peers.rank() != 0) return AdoptPlan(store, "tuning/net_recheck", plan, deadline);
   const double now = Median(samples);
   const bool changed = Apart(now, price) > kNetChangedRatio;
   plan.net_recheck = false;
@@ -921,11 +919,9 @@ absl::StatusOr<std::vector<CostModel>> LoadOrCalibrate(Peers& peers, Store& stor
           if (!absl::StartsWith(entries, revision)) {
             return absl::InvalidArgumentError(absl::StrCat(
                 "WEFT_TUNING_FILE ", file,
-                ": measured with another revision of the algorithms "
-                "than ",
-                kAlgorithmsRevision,
-                " (its first line), which prices them as they were: "
-                "measure again (a job with a fresh WEFT_CACHE_DIR writes a new cache)"));
+                ": measured with another revision of the algorithms than ", kAlgorithmsRevision,
+                " (its first line), which prices them as they were: measure ",
+                "again (a job with a fresh WEFT_CACHE_DIR writes a new cache)"));
           }
           entries.erase(0, revision.size() - 1);
         }
