@@ -258,27 +258,34 @@ StateFiles CalibrateStateFiles(const std::string& cache_dir) {
 // three: a job that finds the cache off the host as it runs now takes the nearest alternate
 // without measuring, and it goes first, the others keeping their order.
 TEST(Tuner, TheNearestStateOnFileStandsInAndGoesFirst) {
-  const TempDir cache_dir("hierarchy-test");
-  const StateFiles files = CalibrateStateFiles(cache_dir.path());
-  const auto& [path, second, third, measured] = files;
-  const std::string disturbed = ScaleShmDirectAllReduce(measured, 100);
-  const std::string far_off = ScaleShmDirectAllReduce(measured, 1000);
-  std::ofstream(path) << disturbed;
-  std::ofstream(second) << far_off;
-  std::ofstream(third) << measured;
-  const ProcessResult result =
-      RunJobWithCache("a a", {TUNER_WORKER}, {{"WEFT_DEBUG", "INFO"}}, cache_dir.path());
-  ExpectSuccess(result);
-  EXPECT_TRUE(absl::StrContains(result.output, "taking the one at")) << result.output;
-  // Unless the host ran over 1.5x faster than at the calibration moments before (a loaded host,
-  // as under the sanitizers, calms down), and that state was measured in place of the one that
-  // stood in.
-  if (!absl::StrContains(result.output, "measured while the host was disturbed")) {
+  // The nearest state is the host's own of moments before, unless the host has since drifted over
+  // 1.5x either way (a loaded host calming down, as under the sanitizers; the 2-vCPU VM ran the
+  // recheck's all-reduce 1.8-2x slower than calibration had a second before): then the host is
+  // rightly measured in its state now, and a fresh calibration tries again.
+  constexpr int kAttempts = 3;
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+    const TempDir cache_dir("hierarchy-test");
+    const StateFiles files = CalibrateStateFiles(cache_dir.path());
+    const auto& [path, second, third, measured] = files;
+    const std::string disturbed = ScaleShmDirectAllReduce(measured, 100);
+    const std::string far_off = ScaleShmDirectAllReduce(measured, 1000);
+    std::ofstream(path) << disturbed;
+    std::ofstream(second) << far_off;
+    std::ofstream(third) << measured;
+    const ProcessResult result =
+        RunJobWithCache("a a", {TUNER_WORKER}, {{"WEFT_DEBUG", "INFO"}}, cache_dir.path());
+    ExpectSuccess(result);
+    EXPECT_TRUE(absl::StrContains(result.output, "taking the one at")) << result.output;
+    if (absl::StrContains(result.output, "measuring the direct algorithms again")) {
+      EXPECT_LT(attempt, kAttempts) << "the host drifted in every attempt\n" << result.output;
+      continue;
+    }
     EXPECT_FALSE(absl::StrContains(result.output, "tuner calibrated")) << result.output;
     EXPECT_EQ(ReadAll(path), measured);
+    EXPECT_EQ(ReadAll(second), disturbed);
+    EXPECT_EQ(ReadAll(third), far_off);
+    return;
   }
-  EXPECT_EQ(ReadAll(second), disturbed);
-  EXPECT_EQ(ReadAll(third), far_off);
 }
 
 // With three states on file, a state measured again takes the place of the one priced nearest

@@ -9,7 +9,9 @@
 // state while shm_direct ran 3.5x faster than the slow state's choice right beside it. So where
 // the states' tuners disagree on a collective's algorithm, or a state prices another near its
 // choice (the selector's contenders), the job asks the machine, on its own collectives of that
-// kind and size.
+// kind and size. Across hosts too: the rig's calibration, from loops of a few collectives with
+// four ranks on two cores, priced an 8 KiB all-gather at 47.8 us by the hierarchy and 46.4 by
+// Rabenseifner, which the job's loops ran at 77.7 and 65.6.
 //
 // The incumbent (at first the first state's choice) runs them, timed. Every so often a round of
 // trials runs the next ones on each challenger (the other contenders) in turn, a block of
@@ -115,7 +117,7 @@ class AlgorithmTrials {
   // Sizes followed at once; beyond, a collective runs on the first state's choice.
   static constexpr size_t kMaxCalls = 256;
 
-  // `enabled`: every rank shares this host's arena, where the ranks agree.
+  // `enabled`: the communicator has ranks to agree with.
   explicit AlgorithmTrials(bool enabled = false) : enabled_(enabled) {}
 
   enum class Role {
