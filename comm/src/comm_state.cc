@@ -199,7 +199,8 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
   std::vector<std::shared_ptr<const Tuner>> tuners;
   for (const CostModel& model : *models) tuners.push_back(std::make_shared<CostTuner>(model));
   state->selector_.SetTuners(std::move(tuners));
-  state->trials_ = std::make_unique<AlgorithmTrials>(size > 1);
+  state->trials_ =
+      std::make_unique<AlgorithmTrials>(Usable(AlgorithmId::kShmDirect, *state->peers_));
   state->engine_ = Engine::Start(absl::StrCat("rank ", rank), state->config_.timeout);
   {
     std::lock_guard<std::mutex> lock(state->mu);

@@ -8,9 +8,16 @@ rig=$1 weftrun=$2 tool=$3 job_limit=$4 wait_limit=$5
 cache=$(mktemp -d) || exit 1
 trap 'rm -rf "$cache"' EXIT
 
-. "$(dirname "$0")/rig_job.sh"
-# job RATE: one all-reduce job over links of RATE on the cache.
-job() { rig_job "$1" --env WEFT_CACHE_DIR="$cache" -- "$tool" -b 8 -e 8 -n 1 -w 0 -c 1; }
+# job RATE: one 2 x 2 all-reduce job over links of RATE; its output, with WEFT_DEBUG=INFO, in $out.
+job() {
+  out=$("$rig" --ranks 2,2 --rate "$1" --timeout "$job_limit" --weftrun "$weftrun" \
+    --env WEFT_CACHE_DIR="$cache" --env WEFT_DEBUG=INFO --env WEFT_TIMEOUT="$wait_limit" \
+    -- "$tool" -b 8 -e 8 -n 1 -w 0 -c 1 2>&1)
+  status=$?
+  [ "$status" -eq 77 ] && { echo "$out"; exit 77; }
+  [ "$status" -eq 0 ] || fail "the job at $1 failed ($status)"
+}
+fail() { echo "FAIL: $1"; echo "$out"; exit 1; }
 
 job 1gbit
 echo "$out" | grep -q "tuner calibrated .*net " || fail "the first job did not measure the network"

@@ -139,13 +139,8 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
   args.count = static_cast<size_t>(kPerTimes * (1 + challengers));
   args.dtype = DataType::kFloat64;
   args.op = ReduceOp::kMax;
-  // On one host the arena's; across hosts recursive doubling's log2(p) steps, the fewest over the
-  // network for a few hundred bytes.
-  const AlgorithmId agreement = Usable(AlgorithmId::kShmDirect, peers)
-                                    ? AlgorithmId::kShmDirect
-                                    : AlgorithmId::kRecursiveDoubling;
-  peers.Begin(MakeEnvelope(args, agreement, kAgreementSeqBase - which), deadline);
-  if (absl::Status s = MakeAlgorithm(agreement, peers, args)->Run(); !s.ok()) {
+  peers.Begin(MakeEnvelope(args, AlgorithmId::kShmDirect, kAgreementSeqBase - which), deadline);
+  if (absl::Status s = MakeAlgorithm(AlgorithmId::kShmDirect, peers, args)->Run(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("agreeing on the trials of ", Name(kind), " of ",
                                                bytes, " bytes: ", s.message()));
   }

@@ -120,14 +120,14 @@ AlgorithmSelector::Choice AlgorithmSelector::Choose(OpKind kind, size_t bytes,
       choice.contenders[choice.contender_count++] = id;
     }
   };
-  // (price over the state's choice's, algorithm).
+  // (price over the state's choice's, algorithm); trials run only where the ranks share a host.
   std::vector<std::pair<double, AlgorithmId>> near;
   for (size_t state = 0; state < tuners_.size(); ++state) {
     const TunerChoice chosen = tuners_[state]->Choose(kind, bytes, shape);
     if (state == 0) choice.algorithm = chosen.algorithm;
     choice.fastest_s = std::min(choice.fastest_s, chosen.predicted_s);
     contend(chosen.algorithm);
-    if (chosen.predicted_s <= 0) continue;
+    if (!shape.arena || chosen.predicted_s <= 0) continue;
     for (const TunerChoice& priced : tuners_[state]->Priced(kind, bytes, shape)) {
       const double ratio = priced.predicted_s / chosen.predicted_s;
       if (priced.algorithm != chosen.algorithm && ratio <= kNearFactor) {

@@ -5,10 +5,11 @@
 // the tuner (tuner.h) picks the algorithm with the lowest predicted time for the collective, its
 // size and the rank layout; WEFT_DEBUG=INFO prints each decision with its prediction once per
 // collective and power-of-two size class. A host with several lasting states (tuner_calibration.h)
-// has a tuner for each, the state a job starts in first. The selector names as contenders the
-// states' choices where they disagree and the algorithms a state prices within kNearFactor of its
-// choice, and the job's trials time them (algorithm_trials.h). A forced algorithm that cannot run
-// here (shm_direct across hosts) falls back to the tuner's choice, and WEFT_DEBUG=INFO says so.
+// has a tuner for each, the state a job starts in first. Where every rank shares the host, the
+// selector names as contenders the states' choices where they disagree and the algorithms a state
+// prices within kNearFactor of its choice, and the job's trials time them (algorithm_trials.h).
+// A forced algorithm that cannot run here (shm_direct across hosts) falls back to the tuner's
+// choice, and WEFT_DEBUG=INFO says so.
 #pragma once
 
 #include <array>
