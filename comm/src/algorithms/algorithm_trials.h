@@ -120,7 +120,6 @@ class AlgorithmTrials {
   // almost no challenger in a benchmark's loops of 200 (a round's window spans both placements,
   // a block one), and with their rounds the tuned loops of tree broadcasts ran 1.11-1.17x forced
   // tree's: 34 of 40 sizes within 1.1x of the best, against 38 without them.
-
   explicit AlgorithmTrials(bool enabled = false) : enabled_(enabled) {}
 
   enum class Role {
