@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -578,10 +579,10 @@ TEST(Selector, TheAlgorithmsPricedNearAStatesChoiceContendOnOneHost) {
   EXPECT_EQ(contenders(choose({cheap, cheap_other}, one_host)), std::vector<AlgorithmId>{});
 }
 
-// A round of trials comes once 64 collectives with contenders, doubling to 512 as rounds go by,
-// have run since the last (or the first) and added up to kRoundEverySeconds as priced: a block of
-// trials of each challenger, 1 ms as priced, 4 to 10 collectives, then the one that decides. Each
-// size keeps its own rounds.
+// A round of trials comes once 64 collectives with contenders (as few as 8 where each is priced at
+// 4 ms or more), doubling to 8 times that as rounds go by, have run since the last (or the first)
+// and added up to kRoundEverySeconds as priced: a block of trials of each challenger, 1 ms as
+// priced, 4 to 10 collectives, then the one that decides. Each size keeps its own rounds.
 TEST(AlgorithmTrials, ARoundTriesEachChallengerInABlockThenDecides) {
   using Role = AlgorithmTrials::Role;
   AlgorithmSelector::Choice choice;
@@ -607,7 +608,7 @@ TEST(AlgorithmTrials, ARoundTriesEachChallengerInABlockThenDecides) {
   const int kIncumbent = static_cast<int>(Role::kIncumbent);
   for (int round = 0; round < 5; ++round) {
     // 4 ms each: the count decides (the one that decided counts); a block of 4.
-    const int calls = std::min(64 << round, 512);
+    const int calls = std::min(8 << round, 64);
     for (int i = round == 0 ? 0 : 1; i < calls; ++i) {
       EXPECT_EQ(next(1 << 20, choice), kIncumbent) << round << " " << i;
     }
@@ -625,6 +626,11 @@ TEST(AlgorithmTrials, ARoundTriesEachChallengerInABlockThenDecides) {
   AlgorithmSelector::Choice middle = choice;
   middle.fastest_s = 2e-4;
   EXPECT_EQ(AlgorithmTrials::TimesPerContender(middle), 5);
+  // Between 0.5 and 4 ms, the first round comes after 32 ms as priced, the first half cold.
+  EXPECT_EQ(AlgorithmTrials::CallsBeforeRound(0, 1e-3), 32);
+  EXPECT_EQ(AlgorithmTrials::ColdCalls(1e-3), 16);
+  EXPECT_EQ(AlgorithmTrials::CallsBeforeRound(2, 1e-3), 128);
+  EXPECT_EQ(AlgorithmTrials::ColdCalls(25e-3), 4);
 }
 
 // The trials weigh times in and out of place apart; in place is NCCL's: an all-gather's input
@@ -753,8 +759,8 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
     };
   };
   // The incumbent out of place, shm_direct's block in place, where it beats cma_direct out of
-  // place (1.5 ms against 2) but not in place (1): nothing says what shm_direct would take for
-  // the incumbent's collectives (3 ms), and cma_direct stays.
+  // place (1.5 ms against 2) but not in place (1): its last block out of place prices it for the
+  // incumbent's collectives (1.5x cma_direct's, as they are now: 3 ms), and cma_direct stays.
   const InPlace trials_in_place = [](const AlgorithmTrials::Plan& plan, int) {
     return plan.role == Role::kTrial;
   };
@@ -766,14 +772,36 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
   const InPlace by_turns = [](const AlgorithmTrials::Plan&, int i) { return i % 2 == 1; };
   EXPECT_EQ(run(1, placed(2e-3, 1e-3, 1e-3, 1.5e-3, by_turns), 0, by_turns),
             AlgorithmId::kShmDirect);
+  // shm_direct slows to 4 ms in place, and cma_direct's block is in place alone: out of place,
+  // its block of the round before prices it, as it compared there with shm_direct, the
+  // challenger then (2x). 1.5 ms for cma_direct (2 out of place, 1 in place) against 2.5.
+  const InPlace block_in_place = [](const AlgorithmTrials::Plan& plan, int i) {
+    return plan.role == Role::kTrial || i % 2 == 1;
+  };
+  EXPECT_EQ(run(1, placed(2e-3, 1e-3, 1e-3, 4e-3, block_in_place), 0, block_in_place),
+            AlgorithmId::kCmaDirect);
+  // shm_direct's block out of place (3 ms), in a round whose collectives were all in place:
+  // nothing to compare it with there, so the next round's collectives out of place (cma_direct, 2
+  // ms) are, where its block is in place (0.5). 1.75 ms for shm_direct against 1.5, not the 0.75
+  // that its ratio out of place from before (0.5x) would make.
+  const InPlace block_out_of_place = [](const AlgorithmTrials::Plan& plan, int) {
+    return plan.role != Role::kTrial;
+  };
+  const auto shm_out_3 = [&](const InPlace& in_place) {
+    return placed(2e-3, 3e-3, 1e-3, 0.5e-3, in_place);
+  };
+  EXPECT_EQ(run(1, shm_out_3(block_out_of_place), 0, block_out_of_place), AlgorithmId::kCmaDirect);
+  EXPECT_EQ(run(1, shm_out_3(block_in_place), 0, block_in_place), AlgorithmId::kCmaDirect);
 }
 
-// Runs collectives out of place through the first round of `choice`'s trials on one rank, the
-// one numbered `seq` starting `gap(seq)` after the one before ended and taking `took(algorithm,
-// seq)`; returns the algorithm found.
-std::optional<AlgorithmId> FirstRound(const AlgorithmSelector::Choice& choice,
-                                      const std::function<double(uint64_t)>& gap,
-                                      const std::function<double(AlgorithmId, uint64_t)>& took) {
+// Runs collectives out of place through `rounds` rounds of `choice`'s trials on one rank, the one
+// numbered `seq` starting `gap(seq)` after the one before ended and taking `took(algorithm,
+// seq)`; returns the algorithm found, and adds to `ran` (where given) what each round's trials
+// ran.
+std::optional<AlgorithmId> Rounds(const AlgorithmSelector::Choice& choice, int rounds,
+                                  const std::function<double(uint64_t)>& gap,
+                                  const std::function<double(AlgorithmId, uint64_t)>& took,
+                                  std::vector<std::vector<AlgorithmId>>* ran = nullptr) {
   using Role = AlgorithmTrials::Role;
   const std::unique_ptr<Peers> peers = OneHostPeers();
   EXPECT_NE(peers, nullptr);
@@ -782,23 +810,28 @@ std::optional<AlgorithmId> FirstRound(const AlgorithmSelector::Choice& choice,
   constexpr size_t kBytes = size_t{64} << 20;
   AlgorithmTrials trials(true);
   double now = 1;
+  std::vector<AlgorithmId> round;
   for (uint64_t seq = 0;; ++seq) {
     const AlgorithmTrials::Plan plan = trials.Next(kKind, kBytes, choice);
     if (plan.role == Role::kDecide) {
       EXPECT_TRUE(
           trials.Decide(kKind, kBytes, choice, *peers, Deadline::In(absl::Seconds(10))).ok());
-      return trials.Found(kKind, kBytes);
+      if (ran != nullptr) ran->push_back(std::exchange(round, {}));
+      if (--rounds == 0) return trials.Found(kKind, kBytes);
     }
     EXPECT_NE(plan.role, Role::kFixed);
     if (plan.role == Role::kFixed) return std::nullopt;
     const AlgorithmId algorithm = trials.Algorithm(kKind, kBytes, choice, plan);
+    if (plan.role == Role::kTrial) round.push_back(algorithm);
     const double start = now + gap(seq);
     now = start + took(algorithm, seq);
-    trials.Record(kKind, kBytes, choice, plan, false, seq, start, now);
+    if (plan.role != Role::kDecide) {
+      trials.Record(kKind, kBytes, choice, plan, false, seq, start, now);
+    }
   }
 }
 
-// Large collectives, priced at 25 ms: the first round after 64 (the first 32 cold), blocks of 4.
+// Large collectives, priced at 25 ms: the first round after 8 (the first 4 cold), blocks of 4.
 AlgorithmSelector::Choice LargeChoice() {
   AlgorithmSelector::Choice choice;
   choice.algorithm = AlgorithmId::kShmDirect;
@@ -811,11 +844,11 @@ AlgorithmSelector::Choice LargeChoice() {
 // Between a benchmark's loops the caller checks and refills its buffers, some 250 ms for a
 // 256 MiB all-reduce: under 10x its price, but the caller's time, not the collective's.
 TEST(AlgorithmTrials, TheCallersWorkBetweenLargeCollectivesIsNotCharged) {
-  const auto check_before_40th = [](uint64_t seq) { return seq == 40 ? 0.2 : 0; };
+  const auto check_before_7th = [](uint64_t seq) { return seq == 6 ? 0.2 : 0; };
   const auto shm_faster = [](AlgorithmId algorithm, uint64_t) {
     return algorithm == AlgorithmId::kShmDirect ? 25e-3 : 28e-3;
   };
-  EXPECT_EQ(FirstRound(LargeChoice(), check_before_40th, shm_faster), AlgorithmId::kShmDirect);
+  EXPECT_EQ(Rounds(LargeChoice(), 1, check_before_7th, shm_faster), AlgorithmId::kShmDirect);
 }
 
 // A loop's first collective waits on the ranks' skew, which the ones after it hide (a 64 MiB
@@ -823,12 +856,32 @@ TEST(AlgorithmTrials, TheCallersWorkBetweenLargeCollectivesIsNotCharged) {
 // that followed the one before meet the challenger's block, which follow each other, and the
 // loops' first stay out.
 TEST(AlgorithmTrials, ALoopsFirstCollectiveMeetsOnlyItsLike) {
-  const auto loops_of_8 = [](uint64_t seq) { return seq % 8 == 0 ? 0.3 : 0; };
+  const auto loops_of_4 = [](uint64_t seq) { return seq % 4 == 0 ? 0.3 : 0; };
   const auto loop_start_slower = [](AlgorithmId algorithm, uint64_t seq) {
     if (algorithm == AlgorithmId::kCmaDirect) return 23e-3;
-    return seq % 8 == 0 ? 36e-3 : 22e-3;
+    return seq % 4 == 0 ? 36e-3 : 22e-3;
   };
-  EXPECT_EQ(FirstRound(LargeChoice(), loops_of_8, loop_start_slower), AlgorithmId::kShmDirect);
+  EXPECT_EQ(Rounds(LargeChoice(), 1, loops_of_4, loop_start_slower), AlgorithmId::kShmDirect);
+}
+
+// A challenger that took twice the incumbent's time or more sits out the next round (its trials
+// run the incumbent), then twice as many as the time before for each such round in a row.
+TEST(AlgorithmTrials, AChallengerFarBehindSitsOutRounds) {
+  const auto no_gaps = [](uint64_t) { return 0.0; };
+  const auto cma_3x = [](AlgorithmId algorithm, uint64_t) {
+    return algorithm == AlgorithmId::kCmaDirect ? 75e-3 : 25e-3;
+  };
+  std::vector<std::vector<AlgorithmId>> ran;
+  EXPECT_EQ(Rounds(LargeChoice(), 8, no_gaps, cma_3x, &ran), AlgorithmId::kShmDirect);
+  const std::vector<AlgorithmId> cma(4, AlgorithmId::kCmaDirect), shm(4, AlgorithmId::kShmDirect);
+  EXPECT_EQ(ran, (std::vector<std::vector<AlgorithmId>>{cma, shm, cma, shm, shm, cma, shm, shm}));
+  // Within 2x, it runs its block every round.
+  const auto cma_slower = [](AlgorithmId algorithm, uint64_t) {
+    return algorithm == AlgorithmId::kCmaDirect ? 45e-3 : 25e-3;
+  };
+  ran.clear();
+  EXPECT_EQ(Rounds(LargeChoice(), 3, no_gaps, cma_slower, &ran), AlgorithmId::kShmDirect);
+  EXPECT_EQ(ran, (std::vector<std::vector<AlgorithmId>>{cma, cma, cma}));
 }
 
 TEST(Selector, KnowsTheHierarchicalNames) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -28,7 +29,7 @@ AlgorithmTrials::Plan AlgorithmTrials::Next(OpKind kind, size_t bytes,
   }
   Issued& issued = it->second;
   if (issued.next_trial < 0 && issued.seconds_since_round >= kRoundEverySeconds &&
-      issued.calls_since_round >= CallsBeforeRound(issued.rounds)) {
+      issued.calls_since_round >= CallsBeforeRound(issued.rounds, choice.fastest_s)) {
     ++issued.rounds;
     issued.next_trial = 0;
     issued.seconds_since_round = 0;
@@ -43,6 +44,14 @@ AlgorithmTrials::Plan AlgorithmTrials::Next(OpKind kind, size_t bytes,
   if (issued.next_trial < 0) return {Role::kIncumbent};
   issued.next_trial = -1;
   return {Role::kDecide};
+}
+
+int AlgorithmTrials::CallsBeforeRound(int round, double fastest_s) {
+  const double first =
+      fastest_s > 0 ? std::ceil(kFirstRoundSeconds / fastest_s) : kMostCallsBeforeFirstRound;
+  const int calls = static_cast<int>(
+      std::clamp<double>(first, kLeastCallsBeforeFirstRound, kMostCallsBeforeFirstRound));
+  return calls << std::min(round, kRoundSpacingDoublings);
 }
 
 int AlgorithmTrials::TimesPerContender(const AlgorithmSelector::Choice& choice) {
@@ -66,10 +75,15 @@ AlgorithmId AlgorithmTrials::Algorithm(OpKind kind, size_t bytes,
                                        const Plan& plan) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = timed_.find(Call{kind, bytes});
-  const AlgorithmId incumbent =
-      it == timed_.end() ? choice.algorithm : it->second.fastest.value_or(choice.algorithm);
+  if (it == timed_.end()) {
+    return plan.role == Role::kTrial ? Challenger(choice, choice.algorithm, 0, plan.trial)
+                                     : choice.algorithm;
+  }
+  const Timed& timed = it->second;
+  const AlgorithmId incumbent = timed.fastest.value_or(choice.algorithm);
   if (plan.role != Role::kTrial) return incumbent;
-  return Challenger(choice, incumbent, it == timed_.end() ? 0 : it->second.rounds, plan.trial);
+  const AlgorithmId challenger = Challenger(choice, incumbent, timed.rounds, plan.trial);
+  return timed.SitsOut(challenger) ? incumbent : challenger;
 }
 
 void AlgorithmTrials::Record(OpKind kind, size_t bytes, const AlgorithmSelector::Choice& choice,
@@ -84,12 +98,14 @@ void AlgorithmTrials::Record(OpKind kind, size_t bytes, const AlgorithmSelector:
   last_call_ = call;
   last_end_ = end;
   Timed& timed = timed_[call];
-  if (plan.role == Role::kTrial) {
+  if (plan.role == Role::kTrial &&
+      !timed.SitsOut(
+          Challenger(choice, timed.fastest.value_or(choice.algorithm), timed.rounds, plan.trial))) {
     const int block = TimesPerContender(choice);
     if (plan.trial % block >= kWarmingTrials) {
       timed.blocks[plan.trial / block].Add(in_place, follows, seconds);
     }
-  } else if (++timed.incumbent_calls > kColdCalls) {
+  } else if (++timed.incumbent_calls > ColdCalls(choice.fastest_s)) {
     timed.incumbent.Add(in_place, follows, seconds);
   }
 }
@@ -121,6 +137,7 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
   AlgorithmId incumbent;
   int rounds;
   uint64_t which;
+  std::map<AlgorithmId, Past> past;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Timed& timed = timed_[Call{kind, bytes}];
@@ -130,6 +147,7 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
     timed.blocks = {};
     incumbent = timed.fastest.value_or(choice.algorithm);
     rounds = timed.rounds;
+    past = timed.past;
     which = decisions_++;
   }
   CollectiveArgs args;
@@ -151,8 +169,9 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
   // one before, where both have such, else all. A loop's first collective waits on the ranks'
   // skew, which the ones after it hide: a 64 MiB all-reduce took 18 ms by shm_direct alone, 11-12
   // in loops. The placements are weighed as the incumbent's collectives were, and a challenger
-  // whose block missed one of them cannot be priced for it, and stays out. The incumbent keeps
-  // its place on a tie.
+  // whose block missed one of them is priced there by its last block that had it, against the
+  // incumbent's collectives of that round, or of the next where that round's had none; with
+  // none, it stays out. The incumbent keeps its place on a tie.
   const Times window = get(0);
   // The collectives of `times` in placement `p` (only those that followed the one before, where
   // `following`): their seconds and number.
@@ -161,39 +180,84 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
                      : std::make_pair(times.seconds[p][0] + times.seconds[p][1],
                                       times.count[p][0] + times.count[p][1]);
   };
+  // Their mean (0 where there are none).
+  const auto mean = [&](const Times& times, int p, bool following) {
+    const auto [seconds, calls] = part(times, p, following);
+    return calls > 0 ? seconds / calls : 0.0;
+  };
   const auto [out_seconds, out_calls] = part(window, 0, false);
   const auto [in_seconds, in_calls] = part(window, 1, false);
   const int window_calls = out_calls + in_calls;
   const double window_mean = window_calls > 0 ? (out_seconds + in_seconds) / window_calls : 0;
   std::map<AlgorithmId, double> mean_time;
   mean_time[incumbent] = window_mean;
+  std::vector<AlgorithmId> sat_out;
   for (int b = 0; b < challengers; ++b) {
+    const AlgorithmId challenger =
+        Challenger(choice, incumbent, rounds, b * TimesPerContender(choice));
+    Past& its_past = past[challenger];
+    if (rounds < its_past.back_in_round) {
+      mean_time[challenger] = std::numeric_limits<double>::infinity();
+      sat_out.push_back(challenger);
+      continue;
+    }
     const Times block = get(1 + b);
     double theirs = 0, ours = 0;  // the window as the challenger would take it, as it took it
     bool priced = window_calls > 0;
-    for (int p = 0; p < 2 && priced; ++p) {
+    for (int p = 0; p < 2; ++p) {
       const int weight = window.count[p][0] + window.count[p][1];
-      if (weight == 0) continue;
-      const bool following = window.count[p][1] > 0 && block.count[p][1] > 0;
-      const auto [block_s, block_n] = part(block, p, following);
-      const auto [window_s, window_n] = part(window, p, following);
-      priced = block_n > 0;
-      if (priced) {
-        theirs += weight * block_s / block_n;
-        ours += weight * window_s / window_n;
+      const bool timed = block.count[p][0] + block.count[p][1] > 0;
+      if (weight == 0) {
+        if (timed) its_past.unmatched[p] = mean(block, p, block.count[p][1] > 0);
+        continue;
       }
+      const bool following = window.count[p][1] > 0 && (!timed || block.count[p][1] > 0);
+      const double incumbents = mean(window, p, following);
+      if (incumbents <= 0) {
+        priced = false;
+        continue;
+      }
+      if (timed) {
+        its_past.ratio[p] = mean(block, p, following) / incumbents;
+      } else if (its_past.unmatched[p] > 0) {
+        its_past.ratio[p] = its_past.unmatched[p] / incumbents;
+      }
+      its_past.unmatched[p] = 0;
+      priced = priced && its_past.ratio[p] > 0;
+      theirs += weight * its_past.ratio[p] * incumbents;
+      ours += weight * incumbents;
     }
-    mean_time[Challenger(choice, incumbent, rounds, b * TimesPerContender(choice))] =
-        priced && ours > 0 ? window_mean * theirs / ours : std::numeric_limits<double>::infinity();
+    if (!priced || ours <= 0) {
+      mean_time[challenger] = std::numeric_limits<double>::infinity();
+      continue;
+    }
+    mean_time[challenger] = window_mean * theirs / ours;
+    if (theirs >= kSitOutFactor * ours) {
+      its_past.last_rounds_out =
+          std::min(its_past.last_rounds_out > 0 ? 2 * its_past.last_rounds_out : 1, kMostRoundsOut);
+      its_past.back_in_round = rounds + 1 + its_past.last_rounds_out;
+    } else {
+      its_past.last_rounds_out = 0;
+    }
   }
   AlgorithmId fastest = incumbent;
   for (const auto& [algorithm, seconds] : mean_time) {
     if (seconds < mean_time[fastest]) fastest = algorithm;
   }
+  if (fastest != incumbent) {
+    // Against the new incumbent: each ratio over its own, where it has one.
+    const std::array<double, 2> its = past[fastest].ratio;
+    for (auto& [algorithm, was] : past) {
+      for (int p = 0; p < 2; ++p) was.ratio[p] = its[p] > 0 ? was.ratio[p] / its[p] : 0;
+    }
+    for (int p = 0; p < 2; ++p) past[incumbent].ratio[p] = its[p] > 0 ? 1 / its[p] : 0;
+    past.erase(fastest);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     Timed& timed = timed_[Call{kind, bytes}];
     timed.fastest = fastest;
+    timed.past = std::move(past);
     ++timed.rounds;
   }
   // At INFO the decisions that change the algorithm, at TRACE every one.
@@ -203,10 +267,15 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
     for (int i = 0; i < choice.contender_count; ++i) {
       const AlgorithmId contender = choice.contenders[i];
       const double seconds = mean_time[contender];
-      absl::StrAppendFormat(&times, "%s%s %s%s", i == 0 ? "" : ", ", Name(contender),
-                            std::isinf(seconds) ? "(not timed in each placement)"
-                                                : absl::StrFormat("%.1f us", seconds * 1e6),
-                            contender == incumbent ? " (incumbent)" : "");
+      std::string took = absl::StrFormat("%.1f us", seconds * 1e6);
+      if (contender == incumbent) {
+        absl::StrAppend(&took, " (incumbent)");
+      } else if (std::find(sat_out.begin(), sat_out.end(), contender) != sat_out.end()) {
+        took = "(sat out)";
+      } else if (std::isinf(seconds)) {
+        took = "(not timed in each placement)";
+      }
+      absl::StrAppend(&times, i == 0 ? "" : ", ", Name(contender), " ", took);
     }
     DebugLog(level, absl::StrCat("rank 0: trials: ", Name(kind), " of ", bytes, " bytes took ",
                                  times, ": ", Name(fastest), " from now on"));

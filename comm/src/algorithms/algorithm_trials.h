@@ -30,17 +30,19 @@
 // - Means, not the fastest of two: a loop's pace is its collectives' mean, and a 64 KiB
 //   all-gather on cma_direct took 7-10 us at best of two, against 20 on average in the loop
 //   (shm_direct: 9-14 at best, 15 on average). The incumbent's mean covers all its collectives
-//   since the round before (past a size's first kColdCalls), since the pace changes from one
+//   since the round before (past a size's first ColdCalls), since the pace changes from one
 //   stretch of a few to the next: cma_direct's means of the 8 before a round came to 7-11 us in
 //   that loop.
 // - A block lasts kBlockSeconds as priced, kMinTimesPerContender to kMaxTimesPerContender
 //   collectives; its first kWarmingTrials pay for the switch and are left out of its mean.
 // - Like with like. In place and out of place apart (CollectiveArgs::in_place), since they rank
 //   the algorithms differently, and a benchmark runs loops of each by turns: a challenger's
-//   means in each are weighed as the incumbent's collectives were, and one whose block missed a
-//   placement they had is not taken. A 16 MiB all-gather's block of cma_direct in place (2.9 ms)
-//   against shm_direct's collectives in and out of place (also 2.9) put cma_direct on the loops
-//   out of place at 4.2 ms, where shm_direct took 2.3. And in each placement the collectives
+//   means in each are weighed as the incumbent's collectives were. Where its block missed a
+//   placement they had, its last block in that placement stands in, as it compared with the
+//   incumbent's collectives there in its round; with none, it is not taken. A 16 MiB
+//   all-gather's block of cma_direct in place (2.9 ms) against shm_direct's collectives in and
+//   out of place (also 2.9) put cma_direct on the loops out of place at 4.2 ms, where shm_direct
+//   took 2.3. And in each placement the collectives
 //   that followed the one before apart, where both sides have such: a block's follow each other,
 //   and a loop's first collective also waits on the ranks' skew, which the ones after it hide
 //   (a 64 MiB all-reduce by shm_direct took 18 ms alone, 11-12 in loops of 5).
@@ -48,11 +50,14 @@
 // When: once the collectives of the size since the last round (or since the first: a job's first
 // collectives, cold, would mislead the trials) have added up to kRoundEverySeconds as the tuners
 // price them, a change of state costing about that long, and number CallsBeforeRound: 64,
-// doubling to 512 as rounds go by. A round costs a block on each slower challenger, which a
-// contender priced within 2.5x of the choice (selector.h) makes up to 15 collectives' time for a
-// block of 10: where the count sets the pace, 23% of 64 collectives at first, 2.9% of 512 later
-// (large sizes, in blocks of 4: 9% and 1.2%). Collectives that run on the caller's thread as
-// they are issued (shm_direct's line rounds) take no part (communicator.cc).
+// doubling to 512 as rounds go by (from 8 where each is priced at 4 ms or more, so that a
+// benchmark's run of a few dozen large collectives has rounds). A round costs a block on each
+// slower challenger, which a contender priced within 2.5x of the choice (selector.h) makes up to
+// 15 collectives' time for a block of 10: where the count sets the pace, 23% of 64 collectives
+// at first, 2.9% of 512 later (large sizes, in blocks of 4 after 8: 75% at first, 9% of 64);
+// a challenger that far behind sits the next rounds out (kSitOutFactor).
+// Collectives that run on the caller's thread as they are issued (shm_direct's line rounds) take
+// no part (communicator.cc).
 //
 // Roles are set at issue, in issue order, alike on every rank (Next); which algorithm a role runs,
 // and the times, are settled where the collectives execute, in that same order everywhere.
@@ -76,14 +81,18 @@ namespace weft {
 class AlgorithmTrials {
  public:
   static constexpr double kRoundEverySeconds = 5e-3;
-  static constexpr int kMinCallsBetweenRounds = 64;
-  // The collectives of a size before its round `round` (from 0): kMinCallsBetweenRounds, doubled
-  // for each round before up to kRoundSpacingDoublings times.
+  // The collectives of a size before its first round: kMostCallsBeforeFirstRound, or as many as
+  // take kFirstRoundSeconds as priced where that is fewer, but kLeastCallsBeforeFirstRound. A
+  // benchmark's run of 64 MiB all-reduces is some 30 collectives, 5 a loop: counted in 64 the
+  // trials never began there, and the model's pick held in a state it mispriced (cma_direct at
+  // 26-32 ms a collective, where shm_direct took 18-20).
+  static constexpr int kMostCallsBeforeFirstRound = 64;
+  static constexpr int kLeastCallsBeforeFirstRound = 8;
+  static constexpr double kFirstRoundSeconds = 32e-3;
+  // Before each later round, the spacing before the one before it, doubled, up to
+  // kRoundSpacingDoublings times.
   static constexpr int kRoundSpacingDoublings = 3;
-  static constexpr int CallsBeforeRound(int round) {
-    return kMinCallsBetweenRounds << (round < kRoundSpacingDoublings ? round
-                                                                     : kRoundSpacingDoublings);
-  }
+  static int CallsBeforeRound(int round, double fastest_s);
   static constexpr double kBlockSeconds = 1e-3;
   // At least two timed past the switch (kWarmingTrials).
   static constexpr int kMinTimesPerContender = 4;
@@ -109,9 +118,17 @@ class AlgorithmTrials {
   // block a median 14% over them (up to 43%): the trials kept cma_direct on all-gathers that
   // shm_direct ran 10-15% faster.
   static constexpr int kWarmingTrials = 2;
-  // A size's first collectives, left out of the incumbent's mean: 2 MiB all-gathers on shm_direct
-  // took 371 us on average over their first 64, page faults and all, and 160-190 in loops after.
-  static constexpr int kColdCalls = kMinCallsBetweenRounds / 2;
+  // A size's first collectives, left out of the incumbent's mean: half those before the first
+  // round. 2 MiB all-gathers on shm_direct took 371 us on average over their first 64, page
+  // faults and all, and 160-190 in loops after.
+  static int ColdCalls(double fastest_s) { return CallsBeforeRound(0, fastest_s) / 2; }
+  // A challenger whose mean comes to kSitOutFactor times the incumbent's or more sits out the
+  // next round, and twice as many rounds as the last time out for each time after in a row, up to
+  // kMostRoundsOut: a block of 10 on a challenger 3x slower costs 20 collectives' time, a tenth
+  // of a benchmark's loop of 200 when there is a round in it, while one that slow is not likely to
+  // win the next.
+  static constexpr double kSitOutFactor = 2;
+  static constexpr int kMostRoundsOut = 8;
   // Sizes followed at once; beyond, a collective runs on the first state's choice.
   static constexpr size_t kMaxCalls = 256;
 
@@ -168,14 +185,37 @@ class AlgorithmTrials {
       seconds[in_place][follows] += took;
     }
   };
+  // By placement, 0 where there is none.
+  struct Past {
+    // The block's mean over the incumbent's collectives in its round (or the next, where that
+    // round's had none in the placement).
+    std::array<double, 2> ratio = {};
+    // The block's mean, where its round's collectives had none in the placement, until the next
+    // round's do.
+    std::array<double, 2> unmatched = {};
+    // It sits out the rounds before this one, and sat out this many at its last turn out.
+    int back_in_round = 0;
+    int last_rounds_out = 0;
+  };
   struct Timed {
     std::optional<AlgorithmId> fastest;
     int rounds = 0;  // decided: turns the order of the challengers
-    // The incumbent's collectives since the round before (past the first kColdCalls ever), and
+    // The incumbent's collectives since the round before (past the first ColdCalls ever), and
     // each challenger's block in the round (but its first kWarmingTrials).
     int incumbent_calls = 0;
     Times incumbent;
     std::array<Times, AlgorithmSelector::kMaxContenders - 1> blocks;
+    // What each challenger's last block in each placement found, to price a placement that a
+    // later round's block missed. A benchmark's loops of large collectives, out of place then in
+    // place, are shorter than a round, so a round's collectives have both placements where a
+    // block has one.
+    std::map<AlgorithmId, Past> past;
+    // Whether `challenger` sits out the round after the last decided: its trials run the
+    // incumbent, as collectives of its own.
+    bool SitsOut(AlgorithmId challenger) const {
+      auto it = past.find(challenger);
+      return it != past.end() && rounds < it->second.back_in_round;
+    }
   };
   // The collective recorded last: its number, size and end.
   uint64_t last_seq_ = 0;
