@@ -75,15 +75,10 @@ AlgorithmId AlgorithmTrials::Algorithm(OpKind kind, size_t bytes,
                                        const Plan& plan) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = timed_.find(Call{kind, bytes});
-  if (it == timed_.end()) {
-    return plan.role == Role::kTrial ? Challenger(choice, choice.algorithm, 0, plan.trial)
-                                     : choice.algorithm;
-  }
-  const Timed& timed = it->second;
-  const AlgorithmId incumbent = timed.fastest.value_or(choice.algorithm);
-  if (plan.role != Role::kTrial) return incumbent;
-  const AlgorithmId challenger = Challenger(choice, incumbent, timed.rounds, plan.trial);
-  return timed.SitsOut(challenger) ? incumbent : challenger;
+  static const Timed kNoneYet;
+  const Timed& timed = it == timed_.end() ? kNoneYet : it->second;
+  if (plan.role == Role::kTrial) return timed.TrialRuns(choice, plan.trial);
+  return timed.fastest.value_or(choice.algorithm);
 }
 
 void AlgorithmTrials::Record(OpKind kind, size_t bytes, const AlgorithmSelector::Choice& choice,
@@ -99,8 +94,7 @@ void AlgorithmTrials::Record(OpKind kind, size_t bytes, const AlgorithmSelector:
   last_end_ = end;
   Timed& timed = timed_[call];
   if (plan.role == Role::kTrial &&
-      !timed.SitsOut(
-          Challenger(choice, timed.fastest.value_or(choice.algorithm), timed.rounds, plan.trial))) {
+      timed.TrialRuns(choice, plan.trial) != timed.fastest.value_or(choice.algorithm)) {
     const int block = TimesPerContender(choice);
     if (plan.trial % block >= kWarmingTrials) {
       timed.blocks[plan.trial / block].Add(in_place, follows, seconds);

@@ -210,11 +210,17 @@ class AlgorithmTrials {
     // place, are shorter than a round, so a round's collectives have both placements where a
     // block has one.
     std::map<AlgorithmId, Past> past;
-    // Whether `challenger` sits out the round after the last decided: its trials run the
-    // incumbent, as collectives of its own.
+    // Whether `challenger` sits out the round after the last decided.
     bool SitsOut(AlgorithmId challenger) const {
       auto it = past.find(challenger);
       return it != past.end() && rounds < it->second.back_in_round;
+    }
+    // What trial `trial` of that round runs: its challenger, or the incumbent where that sits
+    // out (and the trial counts as a collective of the incumbent's).
+    AlgorithmId TrialRuns(const AlgorithmSelector::Choice& choice, int trial) const {
+      const AlgorithmId incumbent = fastest.value_or(choice.algorithm);
+      const AlgorithmId challenger = Challenger(choice, incumbent, rounds, trial);
+      return SitsOut(challenger) ? incumbent : challenger;
     }
   };
   // The collective recorded last: its number, size and end.
