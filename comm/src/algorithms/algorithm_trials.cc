@@ -190,7 +190,7 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
     const AlgorithmId challenger =
         Challenger(choice, incumbent, rounds, b * TimesPerContender(choice));
     Past& its_past = past[challenger];
-    if (rounds < its_past.back_in_round) {
+    if (its_past.SitsOutAfter(rounds)) {
       mean_time[challenger] = std::numeric_limits<double>::infinity();
       sat_out.push_back(challenger);
       continue;

@@ -196,6 +196,8 @@ class AlgorithmTrials {
     // It sits out the rounds before this one, and sat out this many at its last turn out.
     int back_in_round = 0;
     int last_rounds_out = 0;
+    // Whether it sits out the round after `rounds` decided.
+    bool SitsOutAfter(int rounds) const { return rounds < back_in_round; }
   };
   struct Timed {
     std::optional<AlgorithmId> fastest;
@@ -213,7 +215,7 @@ class AlgorithmTrials {
     // Whether `challenger` sits out the round after the last decided.
     bool SitsOut(AlgorithmId challenger) const {
       auto it = past.find(challenger);
-      return it != past.end() && rounds < it->second.back_in_round;
+      return it != past.end() && it->second.SitsOutAfter(rounds);
     }
     // What trial `trial` of that round runs: its challenger, or the incumbent where that sits
     // out (and the trial counts as a collective of the incumbent's).
