@@ -74,7 +74,7 @@ absl::Status CollectiveOp::Run(const Deadline& deadline) {
   }
   if (role != Role::kFixed) ChooseForTrials();
   peers_.Begin(envelope_, deadline);
-  if (role != Role::kIncumbent && role != Role::kTrial) return RunBegun();
+  if (role == Role::kFixed) return RunBegun();
   const auto seconds = [] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
         .count();

@@ -698,7 +698,8 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
   int calls = 0;
   // Runs collectives as CollectiveOp::Run does through `rounds` more decisions, each taking the
   // seconds `took` gives for its algorithm, role and place in the run, in place where `in_place`
-  // (if any) says so, and the incumbent's starting `incumbent_gap` after the one before ended;
+  // (if any) says so, and every 8th of the incumbent's starting `incumbent_gap` after the one
+  // before ended;
   // returns the algorithm found then.
   using Took = std::function<double(AlgorithmId, const AlgorithmTrials::Plan&, int)>;
   using InPlace = std::function<bool(const AlgorithmTrials::Plan&, int)>;
@@ -712,9 +713,9 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
         --rounds;
       }
       const AlgorithmId algorithm = trials.Algorithm(kKind, kBytes, choice, plan);
-      const double start = now + (plan.role == Role::kIncumbent ? incumbent_gap : 0);
+      const double start = now + (plan.role == Role::kIncumbent && i % 8 == 0 ? incumbent_gap : 0);
       now = start + took(algorithm, plan, i);
-      if (plan.role == Role::kIncumbent || plan.role == Role::kTrial) {
+      if (plan.role != Role::kFixed) {
         trials.Record(kKind, kBytes, choice, plan, in_place && in_place(plan, i), seq, start, now);
       }
       ++seq;
@@ -746,8 +747,9 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
     return plan.trial == 0 ? 100e-3 : plan.trial == 1 ? 20e-3 : 1e-3;
   };
   EXPECT_EQ(run(1, switching), AlgorithmId::kShmDirect);
-  // shm_direct 1 ms, cma_direct 1.5 ms, the caller working 50 ms between incumbents: timed from
-  // their own starts, shm_direct stays (from the ends before, cma_direct's block would win).
+  // shm_direct 1 ms, cma_direct 1.5 ms, the caller working 50 ms before every 8th incumbent:
+  // timed from their own starts, shm_direct stays (from the ends before, cma_direct's block would
+  // win).
   EXPECT_EQ(run(1, steady(1.5e-3, 1e-3), 50e-3), AlgorithmId::kShmDirect);
   EXPECT_EQ(run(1, steady(1e-3, 1.5e-3), 50e-3), AlgorithmId::kCmaDirect);
   // Times in and out of place: (cma_direct, shm_direct) each.
@@ -794,14 +796,15 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
   EXPECT_EQ(run(1, shm_out_3(block_in_place), 0, block_in_place), AlgorithmId::kCmaDirect);
 }
 
-// Runs collectives out of place through `rounds` rounds of `choice`'s trials on one rank, the one
-// numbered `seq` starting `gap(seq)` after the one before ended and taking `took(algorithm,
-// seq)`; returns the algorithm found, and adds to `ran` (where given) what each round's trials
-// ran.
+// Runs collectives through `rounds` rounds of `choice`'s trials on one rank, the one numbered `seq`
+// starting `gap(seq)` after the one before ended, taking `took(algorithm, seq)`, and in place where
+// `in_place(seq)` (where given); returns the algorithm found, and adds to `ran` (where given) what
+// each round's trials ran.
 std::optional<AlgorithmId> Rounds(const AlgorithmSelector::Choice& choice, int rounds,
                                   const std::function<double(uint64_t)>& gap,
                                   const std::function<double(AlgorithmId, uint64_t)>& took,
-                                  std::vector<std::vector<AlgorithmId>>* ran = nullptr) {
+                                  std::vector<std::vector<AlgorithmId>>* ran = nullptr,
+                                  const std::function<bool(uint64_t)>& in_place = {}) {
   using Role = AlgorithmTrials::Role;
   const std::unique_ptr<Peers> peers = OneHostPeers();
   EXPECT_NE(peers, nullptr);
@@ -825,8 +828,8 @@ std::optional<AlgorithmId> Rounds(const AlgorithmSelector::Choice& choice, int r
     if (plan.role == Role::kTrial) round.push_back(algorithm);
     const double start = now + gap(seq);
     now = start + took(algorithm, seq);
-    if (plan.role != Role::kDecide) {
-      trials.Record(kKind, kBytes, choice, plan, false, seq, start, now);
+    if (plan.role != Role::kFixed) {
+      trials.Record(kKind, kBytes, choice, plan, in_place && in_place(seq), seq, start, now);
     }
   }
 }
@@ -862,6 +865,52 @@ TEST(AlgorithmTrials, ALoopsFirstCollectiveMeetsOnlyItsLike) {
     return seq % 4 == 0 ? 36e-3 : 22e-3;
   };
   EXPECT_EQ(Rounds(LargeChoice(), 1, loops_of_4, loop_start_slower), AlgorithmId::kShmDirect);
+}
+
+// A loop's first collectives wait on the ranks' skew, which a block within a loop does not: in a
+// placement where the round's collectives were all loops' first, the block is not priced against
+// them. Here the round's two in place (the 7th and 8th) took 40 ms as loops' first, and the
+// block's counted two (the 11th out of place, the 12th in place) cma_direct's 17 and 25 ms, where
+// shm_direct takes 17 either way within a loop: weighed against the loops' first, cma_direct's
+// in place would come to 0.63x and win.
+TEST(AlgorithmTrials, ABlockIsNotPricedAgainstLoopsFirstCollectivesAlone) {
+  const auto loop_first = [](uint64_t seq) { return seq == 6 || seq == 7; };
+  const auto in_place = [&](uint64_t seq) { return loop_first(seq) || seq == 11; };
+  const auto gaps = [&](uint64_t seq) { return loop_first(seq) ? 5e-3 : 0; };
+  const auto took = [&](AlgorithmId algorithm, uint64_t seq) {
+    if (loop_first(seq)) return 40e-3;
+    return algorithm == AlgorithmId::kCmaDirect && in_place(seq) ? 25e-3 : 17e-3;
+  };
+  EXPECT_EQ(Rounds(LargeChoice(), 1, gaps, took, nullptr, in_place), AlgorithmId::kShmDirect);
+}
+
+// The collective that decides runs after the ranks agreed, without the skew the agreement
+// absorbed: it is no sample of the incumbent's (here a stall of 1 s in it would otherwise put
+// shm_direct's mean over the next round's window at 76 ms, past cma_direct's 20).
+TEST(AlgorithmTrials, ADecisionsOwnCollectiveIsNoSample) {
+  const auto no_gaps = [](uint64_t) { return 0.0; };
+  uint64_t ran = 0;
+  const auto stall_in_the_decision = [&ran](AlgorithmId algorithm, uint64_t seq) {
+    ran = seq + 1;
+    if (algorithm == AlgorithmId::kCmaDirect) return 20e-3;
+    return seq == 12 ? 1.0 : 17e-3;
+  };
+  EXPECT_EQ(Rounds(LargeChoice(), 1, no_gaps, stall_in_the_decision), AlgorithmId::kShmDirect);
+  EXPECT_EQ(ran, 12);  // the 13th collective decides the first round
+  EXPECT_EQ(Rounds(LargeChoice(), 2, no_gaps, stall_in_the_decision), AlgorithmId::kShmDirect);
+}
+
+// The collective after a decision follows the decision's own, as a loop's do, and is weighed as
+// one of those: here it is the second round's only one in place (the 14th; the round's block is
+// the 29th to 32nd, in place from the 31st), where cma_direct takes 10 ms against shm_direct's 17.
+TEST(AlgorithmTrials, TheCollectiveAfterADecisionFollowsIt) {
+  const auto no_gaps = [](uint64_t) { return 0.0; };
+  const auto in_place = [](uint64_t seq) { return seq == 13 || seq >= 30; };
+  const auto cma_faster_in_place = [&](AlgorithmId algorithm, uint64_t seq) {
+    return algorithm == AlgorithmId::kCmaDirect && in_place(seq) ? 10e-3 : 17e-3;
+  };
+  EXPECT_EQ(Rounds(LargeChoice(), 2, no_gaps, cma_faster_in_place, nullptr, in_place),
+            AlgorithmId::kCmaDirect);
 }
 
 // A challenger that took twice the incumbent's time or more sits out the next round (its trials

@@ -92,6 +92,9 @@ void AlgorithmTrials::Record(OpKind kind, size_t bytes, const AlgorithmSelector:
   last_seq_ = seq;
   last_call_ = call;
   last_end_ = end;
+  // A decision's own collective is no sample (it ran after the agreement, without the skew the
+  // agreement absorbed), but the one after it follows it.
+  if (plan.role == Role::kDecide) return;
   Timed& timed = timed_[call];
   if (plan.role == Role::kTrial &&
       timed.TrialRuns(choice, plan.trial) != timed.fastest.value_or(choice.algorithm)) {
@@ -160,29 +163,29 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
   // of a few could not stand for (the host's pace changes from one stretch of them to the next):
   // the incumbent's own, and for a challenger that mean scaled by how its block compares with
   // them, like with like. In each placement the incumbent ran: the collectives that followed the
-  // one before, where both have such, else all. A loop's first collective waits on the ranks'
-  // skew, which the ones after it hide: a 64 MiB all-reduce took 18 ms by shm_direct alone, 11-12
-  // in loops. The placements are weighed as the incumbent's collectives were, and a challenger
+  // one before, where both have such, else those that did not, where both have those, never the
+  // one kind against the other. A loop's first collective waits on the ranks' skew, which the
+  // ones after it hide: a 64 MiB all-reduce took 18 ms by shm_direct alone, 11-12 in loops. The
+  // placements are weighed as the incumbent's collectives were, and a challenger
   // whose block missed one of them is priced there by its last block that had it, against the
   // incumbent's collectives of that round, or of the next where that round's had none; with
   // none, it stays out. The incumbent keeps its place on a tie.
   const Times window = get(0);
-  // The collectives of `times` in placement `p` (only those that followed the one before, where
-  // `following`): their seconds and number.
-  const auto part = [](const Times& times, int p, bool following) {
-    return following ? std::make_pair(times.seconds[p][1], times.count[p][1])
-                     : std::make_pair(times.seconds[p][0] + times.seconds[p][1],
-                                      times.count[p][0] + times.count[p][1]);
-  };
-  // Their mean (0 where there are none).
-  const auto mean = [&](const Times& times, int p, bool following) {
-    const auto [seconds, calls] = part(times, p, following);
+  // The mean of the collectives of `times` in placement `p` that followed the one before
+  // (`following` 1) or did not (0), or of all (-1); 0 where there are none.
+  const auto mean = [](const Times& times, int p, int following) {
+    const double seconds =
+        following >= 0 ? times.seconds[p][following] : times.seconds[p][0] + times.seconds[p][1];
+    const int calls =
+        following >= 0 ? times.count[p][following] : times.count[p][0] + times.count[p][1];
     return calls > 0 ? seconds / calls : 0.0;
   };
-  const auto [out_seconds, out_calls] = part(window, 0, false);
-  const auto [in_seconds, in_calls] = part(window, 1, false);
-  const int window_calls = out_calls + in_calls;
-  const double window_mean = window_calls > 0 ? (out_seconds + in_seconds) / window_calls : 0;
+  const int window_calls =
+      window.count[0][0] + window.count[0][1] + window.count[1][0] + window.count[1][1];
+  const double window_mean = window_calls > 0 ? (window.seconds[0][0] + window.seconds[0][1] +
+                                                 window.seconds[1][0] + window.seconds[1][1]) /
+                                                    window_calls
+                                              : 0;
   std::map<AlgorithmId, double> mean_time;
   mean_time[incumbent] = window_mean;
   std::vector<AlgorithmId> sat_out;
@@ -201,22 +204,23 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
     for (int p = 0; p < 2; ++p) {
       const int weight = window.count[p][0] + window.count[p][1];
       const bool timed = block.count[p][0] + block.count[p][1] > 0;
-      if (weight == 0) {
-        if (timed) its_past.unmatched[p] = mean(block, p, block.count[p][1] > 0);
-        continue;
+      // Like with like: those that followed the one before on both sides, else those that did
+      // not, else none (a window of loops' first collectives against a block within a loop).
+      const int alike = window.count[p][1] > 0 && block.count[p][1] > 0   ? 1
+                        : window.count[p][0] > 0 && block.count[p][0] > 0 ? 0
+                                                                          : -1;
+      if (timed && (weight == 0 || alike < 0) && block.count[p][1] > 0) {
+        its_past.unmatched[p] = mean(block, p, 1);
       }
-      const bool following = window.count[p][1] > 0 && (!timed || block.count[p][1] > 0);
-      const double incumbents = mean(window, p, following);
-      if (incumbents <= 0) {
-        priced = false;
-        continue;
+      if (weight == 0) continue;
+      if (timed && alike >= 0) {
+        its_past.ratio[p] = mean(block, p, alike) / mean(window, p, alike);
+        its_past.unmatched[p] = 0;
+      } else if (!timed && its_past.unmatched[p] > 0 && window.count[p][1] > 0) {
+        its_past.ratio[p] = its_past.unmatched[p] / mean(window, p, 1);
+        its_past.unmatched[p] = 0;
       }
-      if (timed) {
-        its_past.ratio[p] = mean(block, p, following) / incumbents;
-      } else if (its_past.unmatched[p] > 0) {
-        its_past.ratio[p] = its_past.unmatched[p] / incumbents;
-      }
-      its_past.unmatched[p] = 0;
+      const double incumbents = mean(window, p, -1);
       priced = priced && its_past.ratio[p] > 0;
       theirs += weight * its_past.ratio[p] * incumbents;
       ours += weight * incumbents;
