@@ -20,14 +20,16 @@ constexpr AlgorithmId kAllAlgorithms[] = {
 constexpr double kTreeChunkBytes = 512 << 10;
 constexpr double kLaneChunkBytes = 1 << 20;
 
-// Over several nodes a hierarchical algorithm priced within this factor of the cheapest is
-// taken. It keeps every lane's connection busy, so more of the data is in flight and the ranks
-// that only send are done sooner, which no link class holds. On the network-namespace rig
-// (2 nodes x 2 ranks, 1 Gbit/s) a loop of twenty 2 MiB broadcasts took 11.3-12.4 ms by the
+// Over several nodes a hierarchical broadcast or all-reduce priced within this factor of the
+// cheapest is taken. It keeps every lane's connection busy, so more of the data is in flight and
+// the ranks that only send are done sooner, which no link class holds. On the network-namespace
+// rig (2 nodes x 2 ranks, 1 Gbit/s) a loop of twenty 2 MiB broadcasts took 11.3-12.4 ms by the
 // hierarchy against 14.0-14.2 by the tree (the ranks' mean, as the benchmarks report), where
-// calibration times both to the last rank at 17.4-17.5; and wherever the formulas put a flat
-// algorithm just ahead, sessions 12 and 13's checks measured the hierarchy as fast or faster
-// (all-gather 128 B-2 KiB 1.13-1.20x, all-reduce 32 KiB 1.11x, broadcast 32-512 KiB 1.0-1.1x).
+// calibration times both to the last rank at 17.4-17.5; all-reduces from 8 MiB ran Rabenseifner
+// at 1.08-1.10x the hierarchy, which calibration priced 3% apart at 8 MiB, and their near ties
+// at 32-128 KiB ran as ties. All-gathers and reduce-scatters take the cheapest: where their
+// anchors priced the hierarchy within 5% (all-gather 8 KiB, reduce-scatter 512 B), Rabenseifner
+// ran 0.84-0.93x its time, and at every size to 8 KiB 0.73-0.95x (sessions 22 and 23).
 constexpr double kHierarchyMargin = 1.05;
 
 double Log2Ceil(int p) { return p <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(p))); }
@@ -245,8 +247,9 @@ TunerChoice CostTuner::Choose(OpKind kind, size_t bytes, const TuningShape& shap
   for (const TunerChoice& candidate : priced) {
     if (candidate.predicted_s < best.predicted_s) best = candidate;
   }
+  const bool near_tie_to_hierarchy = kind == OpKind::kBroadcast || kind == OpKind::kAllReduce;
   for (const TunerChoice& candidate : priced) {
-    if (candidate.algorithm == AlgorithmId::kHierarchical &&
+    if (near_tie_to_hierarchy && candidate.algorithm == AlgorithmId::kHierarchical &&
         candidate.predicted_s <= kHierarchyMargin * best.predicted_s) {
       return candidate;
     }
