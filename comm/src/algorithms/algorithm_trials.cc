@@ -166,10 +166,10 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
   // one before, where both have such, else those that did not, where both have those, never the
   // one kind against the other. A loop's first collective waits on the ranks' skew, which the
   // ones after it hide: a 64 MiB all-reduce took 18 ms by shm_direct alone, 11-12 in loops. The
-  // placements are weighed as the incumbent's collectives were, and a challenger
-  // whose block missed one of them is priced there by its last block that had it, against the
-  // incumbent's collectives of that round, or of the next where that round's had none; with
-  // none, it stays out. The incumbent keeps its place on a tie.
+  // placements are weighed as the incumbent's collectives were, and a challenger whose block
+  // missed one of them (or had none of their kind there) is priced there by its last block that
+  // had it, against the incumbent's collectives of that round, or of the next where that round's
+  // had none; with none, it stays out. The incumbent keeps its place on a tie.
   const Times window = get(0);
   // The mean of the collectives of `times` in placement `p` that followed the one before
   // (`following` 1) or did not (0), or of all (-1); 0 where there are none.

@@ -38,8 +38,9 @@
 // - Like with like. In place and out of place apart (CollectiveArgs::in_place), since they rank
 //   the algorithms differently, and a benchmark runs loops of each by turns: a challenger's
 //   means in each are weighed as the incumbent's collectives were. Where its block missed a
-//   placement they had, its last block in that placement stands in, as it compared with the
-//   incumbent's collectives there in its round; with none, it is not taken. A 16 MiB
+//   placement they had (or had none of their kind there, below), its last block in that
+//   placement stands in, as it compared with the incumbent's collectives there in its round;
+//   with none, it is not taken. A 16 MiB
 //   all-gather's block of cma_direct in place (2.9 ms) against shm_direct's collectives in and
 //   out of place (also 2.9) put cma_direct on the loops out of place at 4.2 ms, where shm_direct
 //   took 2.3. And in each placement the collectives that followed the one before apart, where

@@ -29,7 +29,7 @@ constexpr double kLaneChunkBytes = 1 << 20;
 // at 1.08-1.10x the hierarchy, which calibration priced 3% apart at 8 MiB, and their near ties
 // at 32-128 KiB ran as ties. All-gathers and reduce-scatters take the cheapest: where their
 // anchors priced the hierarchy within 5% (all-gather 8 KiB, reduce-scatter 512 B), Rabenseifner
-// ran 0.84-0.93x its time, and at every size to 8 KiB 0.73-0.95x (sessions 22 and 23).
+// ran 0.84-0.93x its time, and at every size to 8 KiB 0.73-0.96x (sessions 22, 23 and 26).
 constexpr double kHierarchyMargin = 1.05;
 
 double Log2Ceil(int p) { return p <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(p))); }

@@ -6,10 +6,10 @@
 // that implements the collective and can run on this layout with an alpha-beta formula over the
 // link classes of a CostModel, NCCL-style time = latency + bytes / bandwidth, and takes the
 // cheapest, or over several nodes a hierarchical broadcast or all-reduce when it comes within a
-// few percent of that (kHierarchyMargin in tuner.cc). Over several nodes a formula is moved onto its algorithm's
-// anchors, the times the whole collective measured at a few sizes (tuner_model.h), where the
-// model has them. Every rank holds the same model (rank 0's, shared at creation), so every rank
-// picks the same algorithm.
+// few percent of that (kHierarchyMargin in tuner.cc). Over several nodes a formula is moved onto
+// its algorithm's anchors, the times the whole collective measured at a few sizes
+// (tuner_model.h), where the model has them. Every rank holds the same model (rank 0's, shared at
+// creation), so every rank picks the same algorithm.
 //
 // Bytes are those the communicator passes the selector: the buffer of an all-reduce, broadcast
 // or reduce; all ranks' blocks together for reduce-scatter, all-gather and all-to-all.
