@@ -714,8 +714,7 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
   // Runs collectives as CollectiveOp::Run does through `rounds` more decisions, each taking the
   // seconds `took` gives for its algorithm, role and place in the run, in place where `in_place`
   // (if any) says so, and every 8th of the incumbent's starting `incumbent_gap` after the one
-  // before ended;
-  // returns the algorithm found then.
+  // before ended; returns the algorithm found then.
   using Took = std::function<double(AlgorithmId, const AlgorithmTrials::Plan&, int)>;
   using InPlace = std::function<bool(const AlgorithmTrials::Plan&, int)>;
   const auto run = [&](int rounds, const Took& took, double incumbent_gap = 0,

@@ -171,21 +171,9 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
   // had it, against the incumbent's collectives of that round, or of the next where that round's
   // had none; with none, it stays out. The incumbent keeps its place on a tie.
   const Times window = get(0);
-  // The mean of the collectives of `times` in placement `p` that followed the one before
-  // (`following` 1) or did not (0), or of all (-1); 0 where there are none.
-  const auto mean = [](const Times& times, int p, int following) {
-    const double seconds =
-        following >= 0 ? times.seconds[p][following] : times.seconds[p][0] + times.seconds[p][1];
-    const int calls =
-        following >= 0 ? times.count[p][following] : times.count[p][0] + times.count[p][1];
-    return calls > 0 ? seconds / calls : 0.0;
-  };
-  const int window_calls =
-      window.count[0][0] + window.count[0][1] + window.count[1][0] + window.count[1][1];
-  const double window_mean = window_calls > 0 ? (window.seconds[0][0] + window.seconds[0][1] +
-                                                 window.seconds[1][0] + window.seconds[1][1]) /
-                                                    window_calls
-                                              : 0;
+  const int window_calls = window.Calls(0) + window.Calls(1);
+  const double window_mean =
+      window_calls > 0 ? (window.Seconds(0) + window.Seconds(1)) / window_calls : 0;
   std::map<AlgorithmId, double> mean_time;
   mean_time[incumbent] = window_mean;
   std::vector<AlgorithmId> sat_out;
@@ -202,25 +190,25 @@ absl::Status AlgorithmTrials::Decide(OpKind kind, size_t bytes,
     double theirs = 0, ours = 0;  // the window as the challenger would take it, as it took it
     bool priced = window_calls > 0;
     for (int p = 0; p < 2; ++p) {
-      const int weight = window.count[p][0] + window.count[p][1];
-      const bool timed = block.count[p][0] + block.count[p][1] > 0;
+      const int weight = window.Calls(p);
+      const bool timed = block.Calls(p) > 0;
       // Like with like: those that followed the one before on both sides, else those that did
       // not, else none (a window of loops' first collectives against a block within a loop).
-      const int alike = window.count[p][1] > 0 && block.count[p][1] > 0   ? 1
-                        : window.count[p][0] > 0 && block.count[p][0] > 0 ? 0
+      const int alike = window.Calls(p, 1) > 0 && block.Calls(p, 1) > 0   ? 1
+                        : window.Calls(p, 0) > 0 && block.Calls(p, 0) > 0 ? 0
                                                                           : -1;
-      if (timed && (weight == 0 || alike < 0) && block.count[p][1] > 0) {
-        its_past.unmatched[p] = mean(block, p, 1);
+      if (timed && (weight == 0 || alike < 0) && block.Calls(p, 1) > 0) {
+        its_past.unmatched[p] = block.Mean(p, 1);
       }
       if (weight == 0) continue;
       if (timed && alike >= 0) {
-        its_past.ratio[p] = mean(block, p, alike) / mean(window, p, alike);
+        its_past.ratio[p] = block.Mean(p, alike) / window.Mean(p, alike);
         its_past.unmatched[p] = 0;
-      } else if (!timed && its_past.unmatched[p] > 0 && window.count[p][1] > 0) {
-        its_past.ratio[p] = its_past.unmatched[p] / mean(window, p, 1);
+      } else if (!timed && its_past.unmatched[p] > 0 && window.Calls(p, 1) > 0) {
+        its_past.ratio[p] = its_past.unmatched[p] / window.Mean(p, 1);
         its_past.unmatched[p] = 0;
       }
-      const double incumbents = mean(window, p, -1);
+      const double incumbents = window.Mean(p);
       priced = priced && its_past.ratio[p] > 0;
       theirs += weight * its_past.ratio[p] * incumbents;
       ours += weight * incumbents;

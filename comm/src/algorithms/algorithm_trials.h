@@ -189,6 +189,18 @@ class AlgorithmTrials {
       ++count[in_place][follows];
       seconds[in_place][follows] += took;
     }
+    // Of the collectives in placement `p` that followed the one before (`following` 1), did not
+    // (0), or all (-1): their number, their seconds, and their mean (0 where there are none).
+    int Calls(int p, int following = -1) const {
+      return following >= 0 ? count[p][following] : count[p][0] + count[p][1];
+    }
+    double Seconds(int p, int following = -1) const {
+      return following >= 0 ? seconds[p][following] : seconds[p][0] + seconds[p][1];
+    }
+    double Mean(int p, int following = -1) const {
+      const int calls = Calls(p, following);
+      return calls > 0 ? Seconds(p, following) / calls : 0.0;
+    }
   };
   // By placement, 0 where there is none.
   struct Past {
