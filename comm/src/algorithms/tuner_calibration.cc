@@ -178,7 +178,10 @@ constexpr double kNetChangedRatio = 1.5;
 // 1.1-1.4x faster from 8 KiB to 2 MiB, where older caches kept the ring ahead. Revision 3: the
 // broadcasts' anchor at kLargeBytes. Revision 4: the direct collectives' small samples as loops
 // of kDirectSmallLoopRuns, where older caches priced shm_direct's 32 KiB all-gather too high.
-constexpr int kAlgorithmsRevision = 4;
+// Revision 5: the anchors' small samples taken by turns (RunProbes), where older caches priced
+// the hierarchy's small all-gathers and reduce-scatters on the rig below Rabenseifner's in about
+// one calibration in three.
+constexpr int kAlgorithmsRevision = 5;
 constexpr char kRevisionKey[] = "weft.algorithms_revision ";
 // Between the states rank 0 publishes: a line no model's text holds.
 constexpr char kStateSeparator[] = "\n%% another state of this host\n";
@@ -492,70 +495,112 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
     shared_in.emplace(*std::move(in));
     shared_out.emplace(*std::move(out));
   }
-  for (int round = 0; round < kRounds; ++round) {
-    for (Probe& probe : probes) {
-      // Envelopes must agree between ranks that run different sets of probes.
-      uint64_t which = FirstEnvelope(round, probe.slot);
-      for (size_t bytes : probe.Sizes()) {
-        const bool ring_large = !probe.algorithm && bytes == kLargeBytes;
-        const bool anchor_large = probe.algorithm && !probe.direct() && bytes == kLargeBytes;
-        if (anchor_large && round < kRounds - kRoundsLargeAnchor) continue;
-        const float* in = probe.shared     ? shared_in->data()
-                          : probe.direct() ? direct_in.data()
-                          : ring_large     ? large.data()
-                          : anchor_large   ? large_in.data()
-                                           : small_in.data();
-        float* out = probe.shared                 ? shared_out->data()
-                     : probe.direct()             ? direct_out.data()
-                     : ring_large || anchor_large ? large.data()
-                                                  : small_out.data();
-        auto run = [&](int runs) {
-          return RunProbe(peers, probe, bytes, in, out, runs, &which, deadline);
-        };
-        const bool past_caches = probe.direct() && bytes == kDirectLargeBytes;
-        if (past_caches && round < kRounds - kRoundsPastCaches) continue;
-        const bool warmed = probe.direct() && bytes >= kWarmedBytes && !past_caches;
-        // The first run at the largest size is the first to touch most of the buffers: it maps
-        // the pages of the peers' shared buffers, which a benchmark's loop pays once.
-        if (warmed || anchor_large || (past_caches && round == kRounds - kRoundsPastCaches)) {
-          if (absl::StatusOr<double> warm = run(1); !warm.ok()) return warm.status();
-        }
-        const bool together =
-            !probe.start_together.ranks.empty() && (probe.algorithm.has_value() || ring_large);
-        const int samples = warmed || past_caches || ring_large || anchor_large ? 1 : kSmallRuns;
-        const int runs = warmed           ? DirectRuns(bytes)
-                         : past_caches    ? kDirectRunsPastCaches
-                         : ring_large     ? 1
-                         : anchor_large   ? kLargeAnchorRuns
-                         : probe.direct() ? kDirectSmallLoopRuns
-                                          : kSmallLoopRuns;
-        for (int i = 0; i < samples; ++i) {
-          if (together) {
-            if (absl::Status s = StartTogether(peers, probe.start_together, which++, deadline);
-                !s.ok()) {
-              return s;
-            }
-          }
-          const Clock::time_point begun = Clock::now();
-          absl::StatusOr<double> t = run(runs);
-          if (!t.ok()) return t.status();
-          double seconds = *t;
-          // A large broadcast's root and the ranks that forward early return once the socket
-          // buffers hold their data, megabytes before it has crossed: a sample of a few runs is
-          // over only when the last rank has its data, as a benchmark's loop of many settles.
-          if (anchor_large) {
-            if (absl::Status s = StartTogether(peers, probe.start_together, which++, deadline);
-                !s.ok()) {
-              return s;
-            }
-            seconds = Since(begun) / runs;
-          }
-          probe.seconds[bytes].push_back(seconds);
+  // Takes `probe`'s samples at `bytes` in `round`: all of them, or with `one_sample` the one a
+  // pass of the anchors' turns takes.
+  auto measure = [&](Probe& probe, size_t bytes, int round, bool one_sample,
+                     uint64_t& which) -> absl::Status {
+    const bool ring_large = !probe.algorithm && bytes == kLargeBytes;
+    const bool anchor_large = probe.algorithm && !probe.direct() && bytes == kLargeBytes;
+    if (anchor_large && round < kRounds - kRoundsLargeAnchor) return absl::OkStatus();
+    const float* in = probe.shared     ? shared_in->data()
+                      : probe.direct() ? direct_in.data()
+                      : ring_large     ? large.data()
+                      : anchor_large   ? large_in.data()
+                                       : small_in.data();
+    float* out = probe.shared                 ? shared_out->data()
+                 : probe.direct()             ? direct_out.data()
+                 : ring_large || anchor_large ? large.data()
+                                              : small_out.data();
+    auto run = [&](int runs) {
+      return RunProbe(peers, probe, bytes, in, out, runs, &which, deadline);
+    };
+    const bool past_caches = probe.direct() && bytes == kDirectLargeBytes;
+    if (past_caches && round < kRounds - kRoundsPastCaches) return absl::OkStatus();
+    const bool warmed = probe.direct() && bytes >= kWarmedBytes && !past_caches;
+    // The first run at the largest size is the first to touch most of the buffers: it maps
+    // the pages of the peers' shared buffers, which a benchmark's loop pays once.
+    if (warmed || anchor_large || (past_caches && round == kRounds - kRoundsPastCaches)) {
+      if (absl::StatusOr<double> warm = run(1); !warm.ok()) return warm.status();
+    }
+    const bool together =
+        !probe.start_together.ranks.empty() && (probe.algorithm.has_value() || ring_large);
+    const int samples = one_sample                                            ? 1
+                        : warmed || past_caches || ring_large || anchor_large ? 1
+                                                                              : kSmallRuns;
+    const int runs = warmed           ? DirectRuns(bytes)
+                     : past_caches    ? kDirectRunsPastCaches
+                     : ring_large     ? 1
+                     : anchor_large   ? kLargeAnchorRuns
+                     : probe.direct() ? kDirectSmallLoopRuns
+                                      : kSmallLoopRuns;
+    for (int i = 0; i < samples; ++i) {
+      if (together) {
+        if (absl::Status s = StartTogether(peers, probe.start_together, which++, deadline);
+            !s.ok()) {
+          return s;
         }
       }
-      if (which > FirstEnvelope(round, probe.slot + 1)) {
-        return absl::InternalError(absl::StrCat("calibration probe ", probe.name, " ran ",
-                                                which - FirstEnvelope(round, probe.slot),
+      const Clock::time_point begun = Clock::now();
+      absl::StatusOr<double> t = run(runs);
+      if (!t.ok()) return t.status();
+      double seconds = *t;
+      // A large broadcast's root and the ranks that forward early return once the socket
+      // buffers hold their data, megabytes before it has crossed: a sample of a few runs is
+      // over only when the last rank has its data, as a benchmark's loop of many settles.
+      if (anchor_large) {
+        if (absl::Status s = StartTogether(peers, probe.start_together, which++, deadline);
+            !s.ok()) {
+          return s;
+        }
+        seconds = Since(begun) / runs;
+      }
+      probe.seconds[bytes].push_back(seconds);
+    }
+    return absl::OkStatus();
+  };
+  // An anchor's small sizes take their samples by turns with the other anchors', one each a
+  // pass. On the rig (4 ranks on 2 cores) a collective's pace holds for a few milliseconds and
+  // then shifts as the scheduler moves the ranks: one calibration timed the hierarchy's 256-byte
+  // reduce-scatter at 95-104 us in one round's four samples in a row, 38-45 in another's, 55-62
+  // in a third's. Taken in a row, each anchor's samples of a round were one draw of that pace,
+  // and six calibrations priced the hierarchy's 8 KiB reduce-scatter at 0.95-1.45x Rabenseifner's
+  // and its all-gather at 0.96-1.81x (one in three near or below, where the benchmarks' loops
+  // ran Rabenseifner 1.1-1.2x faster). By turns, six more came to 1.06-1.13x and 1.10-1.16x.
+  auto by_turns = [](const Probe& probe, size_t bytes) {
+    return probe.algorithm && !probe.direct() && bytes != kLargeBytes;
+  };
+  // The algorithms of one collective and size follow each other, so that each pace they meet
+  // they meet alike, and each pass runs them in the order the one before did in reverse, so that
+  // none always comes first after another collective.
+  std::vector<size_t> turns;
+  for (size_t i = 0; i < probes.size(); ++i) {
+    if (by_turns(probes[i], kSmallBytes)) turns.push_back(i);
+  }
+  std::stable_sort(turns.begin(), turns.end(),
+                   [&](size_t a, size_t b) { return probes[a].kind < probes[b].kind; });
+  for (int round = 0; round < kRounds; ++round) {
+    // Envelopes must agree between ranks that run different sets of probes.
+    std::vector<uint64_t> which;
+    for (const Probe& probe : probes) which.push_back(FirstEnvelope(round, probe.slot));
+    for (size_t i = 0; i < probes.size(); ++i) {
+      for (size_t bytes : probes[i].Sizes()) {
+        if (by_turns(probes[i], bytes)) continue;
+        if (absl::Status s = measure(probes[i], bytes, round, false, which[i]); !s.ok()) return s;
+      }
+    }
+    for (int pass = 0; pass < kSmallRuns; ++pass) {
+      for (size_t bytes : kAnchorSizes) {
+        for (size_t i : turns) {
+          if (!by_turns(probes[i], bytes)) continue;
+          if (absl::Status s = measure(probes[i], bytes, round, true, which[i]); !s.ok()) return s;
+        }
+      }
+      std::reverse(turns.begin(), turns.end());
+    }
+    for (size_t i = 0; i < probes.size(); ++i) {
+      if (which[i] > FirstEnvelope(round, probes[i].slot + 1)) {
+        return absl::InternalError(absl::StrCat("calibration probe ", probes[i].name, " ran ",
+                                                which[i] - FirstEnvelope(round, probes[i].slot),
                                                 " collectives a round, past kRunsPerProbeRound"));
       }
     }
