@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,17 +21,24 @@ constexpr AlgorithmId kAllAlgorithms[] = {
 constexpr double kTreeChunkBytes = 512 << 10;
 constexpr double kLaneChunkBytes = 1 << 20;
 
-// Over several nodes a hierarchical broadcast or all-reduce priced within this factor of the
-// cheapest is taken. It keeps every lane's connection busy, so more of the data is in flight and
-// the ranks that only send are done sooner, which no link class holds. On the network-namespace
-// rig (2 nodes x 2 ranks, 1 Gbit/s) a loop of twenty 2 MiB broadcasts took 11.3-12.4 ms by the
-// hierarchy against 14.0-14.2 by the tree (the ranks' mean, as the benchmarks report), where
-// calibration times both to the last rank at 17.4-17.5; all-reduces from 8 MiB ran Rabenseifner
-// at 1.08-1.10x the hierarchy, which calibration priced 3% apart at 8 MiB, and their near ties
-// at 32-128 KiB ran as ties. All-gathers and reduce-scatters take the cheapest: where their
-// anchors priced the hierarchy within 5% (all-gather 8 KiB, reduce-scatter 512 B), Rabenseifner
-// ran 0.84-0.93x its time, and at every size to 8 KiB 0.73-0.96x (sessions 22, 23 and 26).
+// Over several nodes a hierarchical broadcast or all-reduce larger than kShortBytes priced within
+// this factor of the cheapest is taken. It keeps every lane's connection busy, so more of the
+// data is in flight and the ranks that only send are done sooner, which no link class holds. On
+// the network-namespace rig (2 nodes x 2 ranks, 1 Gbit/s) a loop of twenty 2 MiB broadcasts took
+// 11.3-12.4 ms by the hierarchy against 14.0-14.2 by the tree (the ranks' mean, as the benchmarks
+// report), where calibration times both to the last rank at 17.4-17.5; all-reduces from 8 MiB ran
+// Rabenseifner at 1.08-1.10x the hierarchy, which calibration priced 3% apart at 8 MiB, and their
+// near ties at 32-128 KiB ran as ties. All-gathers and reduce-scatters take the cheapest: session
+// 22's near ties of theirs (all-gather 8 KiB, reduce-scatter 512 B) ran Rabenseifner at
+// 0.84-0.93x the hierarchy's time.
 constexpr double kHierarchyMargin = 1.05;
+// Up to this size (calibration's second anchor) a hierarchical algorithm is taken only where it
+// is priced below the cheapest other one by kHierarchyMargin. Calibration times short loops
+// there, which a benchmark's loops of 200 outlast; in sessions 22-27 the rig's loops ran the best
+// flat algorithm at 0.47-0.96x the hierarchy's time at every size to 8 KiB and every collective
+// (the tree's broadcasts at 0.47-0.85x), where session 27's check priced the hierarchy's 8 KiB
+// broadcast 4% below the tree's and ran it 1.21x slower.
+constexpr size_t kShortBytes = 8 << 10;
 
 double Log2Ceil(int p) { return p <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(p))); }
 bool PowerOfTwo(int p) { return (p & (p - 1)) == 0; }
@@ -247,12 +255,23 @@ TunerChoice CostTuner::Choose(OpKind kind, size_t bytes, const TuningShape& shap
   for (const TunerChoice& candidate : priced) {
     if (candidate.predicted_s < best.predicted_s) best = candidate;
   }
-  const bool near_tie_to_hierarchy = kind == OpKind::kBroadcast || kind == OpKind::kAllReduce;
-  for (const TunerChoice& candidate : priced) {
-    if (near_tie_to_hierarchy && candidate.algorithm == AlgorithmId::kHierarchical &&
-        candidate.predicted_s <= kHierarchyMargin * best.predicted_s) {
-      return candidate;
+  const auto hierarchy =
+      std::find_if(priced.begin(), priced.end(), [](const TunerChoice& candidate) {
+        return candidate.algorithm == AlgorithmId::kHierarchical;
+      });
+  if (hierarchy == priced.end()) return best;
+  if (bytes <= kShortBytes) {
+    if (best.algorithm != AlgorithmId::kHierarchical) return best;
+    std::optional<TunerChoice> flat;
+    for (const TunerChoice& candidate : priced) {
+      if (candidate.algorithm == AlgorithmId::kHierarchical) continue;
+      if (!flat || candidate.predicted_s < flat->predicted_s) flat = candidate;
     }
+    return flat && hierarchy->predicted_s * kHierarchyMargin > flat->predicted_s ? *flat : best;
+  }
+  const bool near_tie_to_hierarchy = kind == OpKind::kBroadcast || kind == OpKind::kAllReduce;
+  if (near_tie_to_hierarchy && hierarchy->predicted_s <= kHierarchyMargin * best.predicted_s) {
+    return *hierarchy;
   }
   return best;
 }
