@@ -34,10 +34,10 @@ constexpr double kLaneChunkBytes = 1 << 20;
 constexpr double kHierarchyMargin = 1.05;
 // Up to this size (calibration's second anchor) a hierarchical algorithm is taken only where it
 // is priced below the cheapest other one by kHierarchyMargin. Calibration times short loops
-// there, which a benchmark's loops of 200 outlast; in sessions 22-27 the rig's loops ran the best
-// flat algorithm at 0.47-0.96x the hierarchy's time at every size to 8 KiB and every collective
-// (the tree's broadcasts at 0.47-0.85x), where session 27's check priced the hierarchy's 8 KiB
-// broadcast 4% below the tree's and ran it 1.21x slower.
+// there, which a benchmark's loops of 200 outlast; in five rig checks (sessions 22-24, 26, 27)
+// the loops ran the best flat algorithm at 0.47-0.98x the hierarchy's time in 99 of the 100
+// (collective, size) cells to 8 KiB, 1.04x in the other, where session 27's check priced the
+// hierarchy's 8 KiB broadcast 4% below the tree's and ran it 1.21x slower.
 constexpr size_t kShortBytes = 8 << 10;
 
 double Log2Ceil(int p) { return p <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(p))); }
