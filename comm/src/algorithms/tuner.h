@@ -7,10 +7,10 @@
 // link classes of a CostModel, NCCL-style time = latency + bytes / bandwidth, and takes the
 // cheapest, or over several nodes a hierarchical broadcast or all-reduce past 8 KiB when it comes
 // within a few percent of that (kHierarchyMargin in tuner.cc); up to 8 KiB a hierarchical
-// algorithm must be that much cheaper than every other (kShortBytes). Over several nodes a formula is moved onto
-// its algorithm's anchors, the times the whole collective measured at a few sizes
-// (tuner_model.h), where the model has them. Every rank holds the same model (rank 0's, shared at
-// creation), so every rank picks the same algorithm.
+// algorithm must be that much cheaper than every other (kShortBytes). Over several nodes a
+// formula is moved onto its algorithm's anchors, the times the whole collective measured at a
+// few sizes (tuner_model.h), where the model has them. Every rank holds the same model (rank
+// 0's, shared at creation), so every rank picks the same algorithm.
 //
 // Bytes are those the communicator passes the selector: the buffer of an all-reduce, broadcast
 // or reduce; all ranks' blocks together for reduce-scatter, all-gather and all-to-all.

@@ -565,7 +565,7 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
   // in a third's. Taken in a row, each anchor's samples of a round were one draw of that pace,
   // and six calibrations priced the hierarchy's 8 KiB reduce-scatter at 0.95-1.45x Rabenseifner's
   // and its all-gather at 0.96-1.81x (one in three near or below, where the benchmarks' loops
-  // ran Rabenseifner 1.1-1.2x faster). By turns, six more came to 1.06-1.13x and 1.10-1.16x.
+  // ran Rabenseifner 1.05-1.2x faster). By turns, six more came to 1.06-1.13x and 1.10-1.16x.
   auto by_turns = [](const Probe& probe, size_t bytes) {
     return probe.algorithm && !probe.direct() && bytes != kLargeBytes;
   };
