@@ -40,17 +40,16 @@
 //   means in each are weighed as the incumbent's collectives were. Where its block missed a
 //   placement they had (or had none of their kind there, below), its last block in that
 //   placement stands in, as it compared with the incumbent's collectives there in its round;
-//   with none, it is not taken. A 16 MiB
-//   all-gather's block of cma_direct in place (2.9 ms) against shm_direct's collectives in and
-//   out of place (also 2.9) put cma_direct on the loops out of place at 4.2 ms, where shm_direct
-//   took 2.3. And in each placement the collectives that followed the one before apart, where
-//   both sides have such, else those that did not, where both have those, never the one kind
-//   against the other: a block's follow each other, and a loop's first collective also waits on
-//   the ranks' skew, which the ones after it hide (a 64 MiB all-reduce by shm_direct took 18 ms
-//   alone, 11-12 in loops of 5). Weighed against nothing but loops' first collectives in place, a
-//   block of cma_direct 64 MiB all-gathers within a loop took cma_direct for loops it then ran at
-//   1.5-1.9x shm_direct's time. The collective after a decision follows it (the decision's own,
-//   run after the agreement, is no sample).
+//   with none, it is not taken. A 16 MiB all-gather's block of cma_direct in place (2.9 ms)
+//   against shm_direct's collectives in and out of place (also 2.9) put cma_direct on the loops
+//   out of place at 4.2 ms, where shm_direct took 2.3. And in each placement the collectives that
+//   followed the one before apart, where both sides have such, else those that did not, where both
+//   have those, never the one kind against the other: a block's follow each other, and a loop's
+//   first collective also waits on the ranks' skew, which the ones after it hide (a 64 MiB
+//   all-reduce by shm_direct took 18 ms alone, 11-12 in loops of 5). Weighed against nothing but
+//   loops' first collectives in place, a block of cma_direct 64 MiB all-gathers within a loop took
+//   cma_direct for loops it then ran at 1.5-1.9x shm_direct's time. The collective after a decision
+//   follows it (the decision's own, run after the agreement, is no sample).
 //
 // When: once the collectives of the size since the last round (or since the first: a job's first
 // collectives, cold, would mislead the trials) have added up to kRoundEverySeconds as the tuners

@@ -572,7 +572,7 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
   // The algorithms of one collective and size follow each other, so that each pace they meet
   // they meet alike, and each pass runs them in the order the one before did in reverse, so that
   // none always comes first after another collective.
-  std::vector<size_t> turns;
+  std::vector<size_t> turns;  // the anchors: every one has each of kAnchorSizes
   for (size_t i = 0; i < probes.size(); ++i) {
     if (by_turns(probes[i], kSmallBytes)) turns.push_back(i);
   }
@@ -591,7 +591,6 @@ absl::Status RunProbes(Peers& peers, std::vector<Probe>& probes, const Deadline&
     for (int pass = 0; pass < kSmallRuns; ++pass) {
       for (size_t bytes : kAnchorSizes) {
         for (size_t i : turns) {
-          if (!by_turns(probes[i], bytes)) continue;
           if (absl::Status s = measure(probes[i], bytes, round, true, which[i]); !s.ok()) return s;
         }
       }
