@@ -67,7 +67,6 @@ Gpt::Gpt(const ModelShape& shape, int max_batch) : shape_(shape), max_batch_(max
 }
 
 void Gpt::InitParams(uint64_t seed) {
-  Rng rng(Mix64(seed ^ 0x5eed'0f'9e7aULL));
   const float residual_std = 0.02f / std::sqrt(2.0f * shape_.n_layer);
   for (const TensorView& t : layout_.tensors()) {
     float* p = params_.data() + t.offset;
@@ -80,7 +79,7 @@ void Gpt::InitParams(uint64_t seed) {
     } else {
       const bool residual = t.name.ends_with("attn.proj.w") || t.name.ends_with("mlp.proj.w");
       const float std = residual ? residual_std : 0.02f;
-      for (size_t i = 0; i < t.size; ++i) p[i] = std * rng.Normal();
+      for (size_t i = 0; i < t.size; ++i) p[i] = std * IndexedNormal(seed, t.name, i);
     }
   }
 }

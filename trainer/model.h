@@ -43,7 +43,8 @@ class Gpt {
   float* grad(int tensor) { return grads_.data() + layout_.tensor(tensor).offset; }
 
   // GPT-2's initialization: N(0, 0.02) matrices, residual projections scaled by 1/sqrt(2L),
-  // zero biases, unit norms. A pure function of the seed.
+  // zero biases, unit norms. Each element is a pure function of (seed, tensor name, element
+  // index in the full tensor), so any sharded or sliced layout can initialise its part alone.
   void InitParams(uint64_t seed);
   void ZeroGrads();
 

@@ -366,11 +366,12 @@ absl::StatusOr<TrainSummary> Run::Execute() {
     }
     if (leader()) {
       std::string line = absl::StrFormat(
-          "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.6g, \"tokens_per_s\": "
+          "{\"step\": %d, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, "
+          "\"tokens_per_s\": "
           "%.1f, \"step_ms\": %.3f, \"cpu_ms\": %.3f, \"comm_wait_ms\": %.3f",
           done, loss, lr, norm, tokens_per_s, seconds * 1e3, cpu_seconds * 1e3,
           absl::ToDoubleMilliseconds(comm_wait));
-      if (val) absl::StrAppendFormat(&line, ", \"val_loss\": %.9g", *val);
+      if (val) absl::StrAppendFormat(&line, ", \"val_loss\": %.17g", *val);
       metrics_ << line << "}\n";
       metrics_.flush();
       train_curve_.emplace_back(done, loss);

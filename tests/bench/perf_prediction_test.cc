@@ -131,7 +131,7 @@ TEST(PerfPredicted, OffByDefault) {
 // -J carries the -P columns unrounded; without -P the records have no such keys.
 TEST(PerfPredicted, JsonRecordsCarryThePrediction) {
   if (RunProcess({"python3", "-c", "pass"}, {}, std::chrono::seconds(20)).exit_code != 0) {
-    GTEST_SKIP() << "python3 is needed to parse the JSON";
+    FAIL() << "python3 is needed to parse the JSON (scripts/setup installs it)";
   }
   const char* kSummary = R"(
 import json, sys

@@ -1,7 +1,11 @@
 // weft-train end to end, with the tiny config on a corpus the test writes:
 //  - data parallelism: 1, 2 and 4 ranks, with and without accumulation, give the single-rank
-//    losses for the same global batch within 1e-5 relative at every one of 20 steps (they differ
-//    only in fp32 summation order; measured ~1e-8);
+//    losses and gradient norms (before clipping) for the same global batch within 1e-5 relative
+//    at every one of 20 steps, and the same parameters after them (each tensor within 1e-5 in
+//    relative norm). They differ only in fp32 summation order. A reducer that sums instead of
+//    averaging, or a loss scale without the accumulation factor, scales the gradient norm by the
+//    ranks or the accumulation and fails here (checked by breaking each once by hand);
+//  - training makes progress: the loss falls by at least 30% in 50 steps;
 //  - resume: stopping at a step and resuming gives bit-identical losses afterwards;
 //  - a corrupt or truncated newest checkpoint is reported and the previous one is used;
 //  - invalid configs fail up front with a clear message.
@@ -16,7 +20,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "checkpoint.h"
 #include "gtest/gtest.h"
+#include "model.h"
 #include "subprocess.h"
 
 namespace weft::testing {
@@ -62,19 +69,37 @@ class TrainTest : public ::testing::Test {
     return RunProcess(argv, Env{{"WEFT_TIMEOUT", "30"}}, std::chrono::seconds(70));
   }
 
-  // step → the loss exactly as written in metrics.jsonl.
-  std::map<int, std::string> Losses(const std::string& out) {
-    std::map<int, std::string> losses;
+  // step → the value of `key` exactly as written in metrics.jsonl.
+  std::map<int, std::string> Metric(const std::string& out, const std::string& key) {
+    std::map<int, std::string> values;
     std::ifstream in(dir_ / out / "metrics.jsonl");
     std::string line;
+    const std::string field = "\"" + key + "\": ";
     while (std::getline(in, line)) {
       int step = 0;
-      char loss[64];
-      if (std::sscanf(line.c_str(), "{\"step\": %d, \"loss\": %63[^,]", &step, loss) == 2) {
-        losses[step] = loss;
+      const size_t at = line.find(field);
+      if (std::sscanf(line.c_str(), "{\"step\": %d", &step) != 1 || at == std::string::npos) {
+        continue;
       }
+      const size_t start = at + field.size();
+      values[step] = line.substr(start, line.find_first_of(",}", start) - start);
     }
-    return losses;
+    return values;
+  }
+  std::map<int, std::string> Losses(const std::string& out) { return Metric(out, "loss"); }
+
+  // The parameters of the checkpoint written after `step` anywhere under DIR/checkpoints.
+  std::vector<float> CheckpointParams(const std::string& out, int step) {
+    const std::string name = absl::StrFormat("ckpt-%08d.bin", step);
+    for (const auto& entry : fs::recursive_directory_iterator(dir_ / out / "checkpoints")) {
+      if (entry.path().filename() != name) continue;
+      absl::StatusOr<trainer::CheckpointState> state =
+          trainer::ReadCheckpoint(entry.path().string());
+      EXPECT_TRUE(state.ok()) << state.status();
+      return state.ok() ? state->params : std::vector<float>{};
+    }
+    ADD_FAILURE() << "no " << name << " under " << out;
+    return {};
   }
 
   fs::path dir_;
@@ -85,24 +110,73 @@ void ExpectOk(const ProcessResult& r) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
 }
 
+// Each tensor of `got` within `rel` of `ref` in relative norm, ‖got − ref‖ / ‖ref‖. The key
+// part of each attention bias is the exception: softmax ignores a shift shared by a row's scores,
+// so that bias's gradient is zero in exact arithmetic and fp32 rounding noise in practice, which
+// AdamW turns into steps of random sign. It only has to stay as small as noise (‖·‖ ≤ 1e-4).
+void ExpectSameParams(const std::vector<float>& ref, const std::vector<float>& got, double rel,
+                      const std::string& what) {
+  // configs/tiny.json's model, for its tensor names and offsets.
+  const trainer::Gpt tiny({.n_layer = 2, .n_head = 2, .n_embd = 32, .seq_len = 16, .vocab = 256},
+                          1);
+  const trainer::ParamLayout& layout = tiny.layout();
+  ASSERT_EQ(ref.size(), layout.total()) << what;
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  const auto compare = [&](const std::string& name, size_t begin, size_t end, bool noise) {
+    double diff = 0, norm = 0;
+    for (size_t i = begin; i < end; ++i) {
+      diff += (static_cast<double>(got[i]) - ref[i]) * (static_cast<double>(got[i]) - ref[i]);
+      norm += static_cast<double>(ref[i]) * ref[i];
+    }
+    EXPECT_LE(std::sqrt(diff), noise ? 1e-4 : rel * std::sqrt(norm))
+        << what << " " << name << ": difference " << std::sqrt(diff) << ", relative "
+        << std::sqrt(diff / norm);
+  };
+  const size_t C = 32;
+  for (const trainer::TensorView& t : layout.tensors()) {
+    if (t.name.ends_with("attn.qkv.b")) {
+      compare(t.name + " (query)", t.offset, t.offset + C, false);
+      compare(t.name + " (key)", t.offset + C, t.offset + 2 * C, true);
+      compare(t.name + " (value)", t.offset + 2 * C, t.offset + 3 * C, false);
+    } else {
+      compare(t.name, t.offset, t.offset + t.size, false);
+    }
+  }
+}
+
 TEST_F(TrainTest, DataParallelMatchesSingleRank) {
   ExpectOk(Train(0, "ref", {}));
-  const std::map<int, std::string> ref = Losses("ref");
-  ASSERT_EQ(ref.size(), 20u);
+  const std::map<int, std::string> ref_loss = Losses("ref");
+  const std::map<int, std::string> ref_norm = Metric("ref", "grad_norm");
+  ASSERT_EQ(ref_loss.size(), 20u);
+  ASSERT_EQ(ref_norm.size(), 20u);
+  const std::vector<float> ref_params = CheckpointParams("ref", 20);
   // (ranks, accumulation) with the tiny config's global batch of 8.
   const std::vector<std::pair<int, int>> layouts = {{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 2}};
   for (const auto& [ranks, accum] : layouts) {
     const std::string out = absl::StrCat("dp", ranks, "x", accum);
     ExpectOk(Train(ranks, out, {"--set", absl::StrCat("grad_accum=", accum)}));
-    const std::map<int, std::string> got = Losses(out);
-    ASSERT_EQ(got.size(), ref.size()) << out;
-    for (const auto& [step, loss] : ref) {
-      const double a = std::stod(loss);
-      const double b = std::stod(got.at(step));
-      EXPECT_LE(std::abs(a - b), kDataParallelRelTol * std::abs(a))
-          << out << " step " << step << ": " << loss << " vs " << got.at(step);
+    for (const auto& [key, ref] : {std::pair{"loss", ref_loss}, std::pair{"grad_norm", ref_norm}}) {
+      const std::map<int, std::string> got = Metric(out, key);
+      ASSERT_EQ(got.size(), ref.size()) << out << " " << key;
+      for (const auto& [step, value] : ref) {
+        const double a = std::stod(value);
+        const double b = std::stod(got.at(step));
+        EXPECT_LE(std::abs(a - b), kDataParallelRelTol * std::abs(a))
+            << out << " step " << step << " " << key << ": " << value << " vs " << got.at(step);
+      }
     }
+    ExpectSameParams(ref_params, CheckpointParams(out, 20), kDataParallelRelTol, out);
   }
+}
+
+TEST_F(TrainTest, LossFallsByAThirdInFiftySteps) {
+  ExpectOk(Train(0, "progress", {"--steps", "50", "--set", "eval_every=0"}));
+  const std::map<int, std::string> losses = Losses("progress");
+  ASSERT_EQ(losses.size(), 50u);
+  const double first = std::stod(losses.at(1));
+  const double last = std::stod(losses.at(50));
+  EXPECT_LE(last, 0.7 * first) << "step 1 loss " << first << ", step 50 loss " << last;
 }
 
 TEST_F(TrainTest, ResumeIsBitIdenticalOnTwoRanks) {
