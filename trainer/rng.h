@@ -29,8 +29,8 @@ inline float IndexedNormal(uint64_t seed, std::string_view name, uint64_t index)
   const uint64_t key = Mix64(seed ^ HashName(name));
   const double u1 =
       (static_cast<double>(Mix64(key + 2 * index) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
-  const double u2 = static_cast<double>(Mix64(key + 2 * index + 1) >> 11) *
-                    (1.0 / 9007199254740992.0);
+  const double u2 =
+      static_cast<double>(Mix64(key + 2 * index + 1) >> 11) * (1.0 / 9007199254740992.0);
   return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
 }
 

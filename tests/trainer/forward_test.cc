@@ -26,8 +26,7 @@ std::vector<float> Random(size_t n, Rng* rng, float scale = 1.0f) {
   return v;
 }
 
-void ExpectClose(const std::string& what, const std::vector<double>& reference,
-                 const float* got) {
+void ExpectClose(const std::string& what, const std::vector<double>& reference, const float* got) {
   int failures = 0;
   for (size_t i = 0; i < reference.size(); ++i) {
     if (std::abs(got[i] - reference[i]) > kTol * (1.0 + std::abs(reference[i]))) {
@@ -133,8 +132,8 @@ TEST(ForwardReference, SoftmaxCrossEntropy) {
   const std::vector<float> logits = Random(N * V, &rng, 2.0f);
   const std::vector<uint8_t> targets = {0, 17, 255, 128, 3};
   std::vector<float> probs(N * V);
-  const double loss = ops::SoftmaxCrossEntropyForward(probs.data(), logits.data(), targets.data(),
-                                                      N, V);
+  const double loss =
+      ops::SoftmaxCrossEntropyForward(probs.data(), logits.data(), targets.data(), N, V);
   double ref_loss = 0;
   std::vector<double> ref_probs(N * V);
   for (int n = 0; n < N; ++n) {

@@ -3,11 +3,12 @@
 // bias correction). fp32 arithmetic in the optimizer stays within 1e-6 relative of them; a wrong
 // bias correction, a decay applied to a tensor that must not decay, or a decay folded into the
 // gradient is off by far more.
+#include "optimizer.h"
+
 #include <cmath>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "optimizer.h"
 #include "param_layout.h"
 
 namespace weft::trainer {
@@ -36,7 +37,8 @@ TEST(AdamW, MatchesHandWorkedStepsWithBiasCorrectionAndDecoupledDecay) {
     // Gradients that change sign and size from step to step.
     std::vector<float> grads(params.size());
     for (size_t i = 0; i < grads.size(); ++i) {
-      grads[i] = static_cast<float>((static_cast<int>(i) - 3) * 0.1 + 0.05 * step * (i % 2 ? 1 : -1));
+      grads[i] =
+          static_cast<float>((static_cast<int>(i) - 3) * 0.1 + 0.05 * step * (i % 2 ? 1 : -1));
     }
     const double lr = lrs[step - 1];
     adam.Step(params.data(), grads.data(), lr);

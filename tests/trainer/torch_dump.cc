@@ -34,8 +34,8 @@ int main(int argc, char** argv) {
   const std::string dir = argv[1];
   using weft::trainer::Gpt;
   // Width 64 and context 32 reach the ops' full 16-lane loops and their tails.
-  const weft::trainer::ModelShape shape{.n_layer = 2, .n_head = 4, .n_embd = 64, .seq_len = 32,
-                                        .vocab = 256};
+  const weft::trainer::ModelShape shape{
+      .n_layer = 2, .n_head = 4, .n_embd = 64, .seq_len = 32, .vocab = 256};
   const int B = 3, T = shape.seq_len;
   Gpt model(shape, B);
   model.InitParams(1337);
@@ -53,9 +53,9 @@ int main(int argc, char** argv) {
   const double loss = model.Forward(tokens.data(), targets.data(), B, T) / (B * T);
   model.Backward(1.0f / static_cast<float>(B * T), [](int) {});
 
-  std::ofstream(dir + "/shape.txt") << shape.n_layer << " " << shape.n_head << " " << shape.n_embd
-                                    << " " << shape.seq_len << " " << shape.vocab << " " << B
-                                    << "\n";
+  std::ofstream(dir + "/shape.txt")
+      << shape.n_layer << " " << shape.n_head << " " << shape.n_embd << " " << shape.seq_len << " "
+      << shape.vocab << " " << B << "\n";
   std::ofstream layout(dir + "/layout.txt");
   for (const weft::trainer::TensorView& t : model.layout().tensors()) {
     layout << t.name << " " << t.offset << " " << t.size;
