@@ -4,12 +4,15 @@
 //    only in fp32 summation order; measured ~1e-8);
 //  - resume: stopping at a step and resuming gives bit-identical losses afterwards;
 //  - a corrupt or truncated newest checkpoint is reported and the previous one is used;
+//  - a fresh run into a used directory gets its own run directory, and resume continues it;
+//  - resuming with a changed model or global batch fails, naming what differs;
 //  - invalid configs fail up front with a clear message.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -130,7 +133,7 @@ TEST_F(TrainTest, CorruptOrTruncatedCheckpointFallsBackToThePreviousOne) {
     std::vector<std::string> first = args;
     first.insert(first.end(), {"--stop-after", "8"});
     ExpectOk(Train(0, out, first));
-    const fs::path newest = dir_ / out / "checkpoints" / "ckpt-00000008.bin";
+    const fs::path newest = dir_ / out / "checkpoints" / "run-001" / "ckpt-00000008.bin";
     ASSERT_TRUE(fs::exists(newest));
     if (damage == "flip") {
       std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
@@ -184,7 +187,68 @@ TEST_F(TrainTest, SingleProcessReportsProgressPlotAndSample) {
   for (const char* key : {"\"step\": 1", "\"loss\"", "\"lr\"", "\"tokens_per_s\""}) {
     EXPECT_TRUE(absl::StrContains(first, key)) << first;
   }
-  EXPECT_TRUE(fs::exists(dir_ / "cli" / "checkpoints" / "latest"));
+  EXPECT_TRUE(fs::exists(dir_ / "cli" / "checkpoints" / "run-001" / "latest"));
+}
+
+// The steps of the checkpoint files in DIR/checkpoints/run-NNN.
+std::set<int> CheckpointSteps(const fs::path& run_dir) {
+  std::set<int> steps;
+  for (const auto& entry : fs::directory_iterator(run_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("ckpt-") && name.ends_with(".bin")) {
+      steps.insert(std::stoi(name.substr(5, 8)));
+    }
+  }
+  return steps;
+}
+
+TEST_F(TrainTest, FreshRunIntoAUsedDirectoryKeepsBothRunsAndResumeContinuesTheNewest) {
+  const std::vector<std::string> every2 = {"--set", "checkpoint_every=2"};
+  std::vector<std::string> old_run = every2;
+  old_run.insert(old_run.end(), {"--steps", "12"});
+  ExpectOk(Train(0, "out", old_run));
+  std::vector<std::string> fresh = every2;
+  fresh.insert(fresh.end(), {"--steps", "6", "--stop-after", "4"});
+  const ProcessResult started = Train(0, "out", fresh);
+  ExpectOk(started);
+  EXPECT_TRUE(absl::StrContains(started.output, "checkpoints/run-002")) << started.output;
+  const fs::path run1 = dir_ / "out" / "checkpoints" / "run-001";
+  const fs::path run2 = dir_ / "out" / "checkpoints" / "run-002";
+  EXPECT_EQ(CheckpointSteps(run1), (std::set<int>{8, 10, 12}));
+  EXPECT_EQ(CheckpointSteps(run2), (std::set<int>{2, 4}));
+
+  // A crash mid-write leaves a .tmp; the schedule and lr may change on resume, the run may not.
+  const fs::path stale = run2 / "ckpt-00000006.bin.tmp";
+  std::ofstream(stale) << "half a checkpoint";
+  std::vector<std::string> resume = every2;
+  resume.insert(resume.end(), {"--steps", "8", "--set", "lr=0.002", "--resume", "auto"});
+  const ProcessResult resumed = Train(0, "out", resume);
+  ExpectOk(resumed);
+  EXPECT_TRUE(absl::StrContains(resumed.output, "run-002/ckpt-00000004.bin (step 4)"))
+      << resumed.output;
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_EQ(CheckpointSteps(run1), (std::set<int>{8, 10, 12}));
+  EXPECT_EQ(CheckpointSteps(run2), (std::set<int>{4, 6, 8}));
+  EXPECT_EQ(Losses("out").size(), 8u);
+}
+
+TEST_F(TrainTest, ResumeWithAChangedModelShapeSaysWhatDiffers) {
+  ExpectOk(Train(0, "out", {"--stop-after", "2"}));
+  const ProcessResult r = Train(0, "out", {"--resume", "auto", "--set", "n_embd=64"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(
+      absl::StrContains(r.output, "does not fit this run: n_embd: checkpoint 32, config 64"))
+      << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "wte: checkpoint [256,32], model [256,64]")) << r.output;
+}
+
+TEST_F(TrainTest, ResumeWithAChangedGlobalBatchSaysWhatDiffers) {
+  ExpectOk(Train(0, "out", {"--stop-after", "2"}));
+  const ProcessResult r = Train(0, "out", {"--resume", "auto", "--set", "batch_size=16"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(
+      absl::StrContains(r.output, "does not fit this run: batch_size: checkpoint 8, config 16 ("))
+      << r.output;
 }
 
 }  // namespace
