@@ -217,8 +217,8 @@ TEST_F(TrainTest, FreshRunIntoAUsedDirectoryKeepsBothRunsAndResumeContinuesTheNe
   EXPECT_EQ(CheckpointSteps(run1), (std::set<int>{8, 10, 12}));
   EXPECT_EQ(CheckpointSteps(run2), (std::set<int>{2, 4}));
 
-  // A crash mid-write leaves a .tmp; the schedule and lr may change on resume, the run may not.
-  const fs::path stale = run2 / "ckpt-00000006.bin.tmp";
+  // A crash mid-write leaves a .tmp. The schedule and lr may change on resume, the model may not.
+  const fs::path stale = run2 / "ckpt-00000005.bin.tmp";  // a step this test never writes
   std::ofstream(stale) << "half a checkpoint";
   std::vector<std::string> resume = every2;
   resume.insert(resume.end(), {"--steps", "8", "--set", "lr=0.002", "--resume", "auto"});
