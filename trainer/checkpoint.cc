@@ -1,23 +1,28 @@
 #include "checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <system_error>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace weft::trainer {
 namespace {
 
 constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kVersion = 1;
+// Version 2 added the tensor table; version 1 files are not read.
+constexpr uint32_t kVersion = 2;
+constexpr uint64_t kMaxRank = 8;  // a tensor table entry with more dimensions is corrupt
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 8;
 
 // FNV-1a style over 64-bit words (and the tail bytes): detects torn or flipped data, fast enough
@@ -38,6 +43,11 @@ uint64_t Checksum(const std::string& data) {
 template <typename T>
 void Put(std::string* out, T value) {
   out->append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+void PutString(std::string* out, const std::string& s) {
+  Put(out, static_cast<uint64_t>(s.size()));
+  *out += s;
 }
 
 void PutFloats(std::string* out, const std::vector<float>& v) {
@@ -66,6 +76,10 @@ class Reader {
     std::memcpy(out->data(), data_.data() + pos_, n * sizeof(float));
     pos_ += n * sizeof(float);
     return true;
+  }
+  bool GetString(std::string* out) {
+    uint64_t n;
+    return Get(&n) && GetBytes(n, out);
   }
   bool AtEnd() const { return pos_ == data_.size(); }
 
@@ -113,37 +127,121 @@ absl::Status WriteAtomically(const std::string& path, const std::string& data) {
   return FsyncPath(std::filesystem::path(path).parent_path().string(), O_RDONLY | O_DIRECTORY);
 }
 
-std::string Dir(const std::string& dir) { return dir + "/checkpoints"; }
-
-// Steps of the ckpt-<step>.bin files under the checkpoint directory, newest first.
-std::vector<int64_t> ListSteps(const std::string& dir) {
-  std::vector<int64_t> steps;
+// The numbers N of the files (or directories) <prefix>N<suffix> in `dir`, newest (highest) first.
+std::vector<int64_t> ListNumbered(const std::string& dir, std::string_view prefix,
+                                  std::string_view suffix) {
+  std::vector<int64_t> numbers;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(Dir(dir), ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    int64_t step;
-    if (name.starts_with("ckpt-") && name.ends_with(".bin") &&
-        absl::SimpleAtoi(name.substr(5, name.size() - 9), &step)) {
-      steps.push_back(step);
+    int64_t n;
+    if (name.size() > prefix.size() + suffix.size() && name.starts_with(prefix) &&
+        name.ends_with(suffix) &&
+        absl::SimpleAtoi(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()),
+                         &n)) {
+      numbers.push_back(n);
     }
   }
-  std::sort(steps.rbegin(), steps.rend());
-  return steps;
+  std::sort(numbers.rbegin(), numbers.rend());
+  return numbers;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+// At most kShown items of `items`, then how many more there are: a changed width touches every
+// tensor, and the first few differences say enough.
+std::string Listed(const std::vector<std::string>& items, absl::string_view separator) {
+  constexpr size_t kShown = 6;
+  if (items.size() <= kShown) return absl::StrJoin(items, separator);
+  return absl::StrCat(absl::StrJoin(items.begin(), items.begin() + kShown, separator), separator,
+                      "and ", items.size() - kShown, " more");
 }
 
 }  // namespace
 
-std::string CheckpointPath(const std::string& dir, int64_t step) {
-  return absl::StrFormat("%s/ckpt-%08d.bin", Dir(dir), step);
+std::vector<TensorRecord> TensorTable(const ParamLayout& layout) {
+  std::vector<TensorRecord> table;
+  for (const TensorView& t : layout.tensors()) {
+    table.push_back(
+        {t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end()), t.offset, "f32"});
+  }
+  return table;
 }
 
-absl::Status WriteCheckpoint(const std::string& dir, const CheckpointState& state, int keep) {
+absl::Status CheckLayout(const std::vector<TensorRecord>& saved, const ParamLayout& layout) {
+  const std::vector<TensorRecord> model = TensorTable(layout);
+  std::vector<std::string> missing, extra, differs, moved;
+  for (const TensorRecord& m : model) {
+    const auto s = std::find_if(saved.begin(), saved.end(),
+                                [&](const TensorRecord& r) { return r.name == m.name; });
+    if (s == saved.end()) {
+      missing.push_back(m.name);
+    } else if (s->shape != m.shape) {
+      differs.push_back(absl::StrCat(m.name, ": checkpoint ", ShapeText(s->shape), ", model ",
+                                     ShapeText(m.shape)));
+    } else if (s->dtype != m.dtype) {
+      differs.push_back(absl::StrCat(m.name, ": checkpoint ", s->dtype, ", model ", m.dtype));
+    } else if (s->offset != m.offset) {
+      moved.push_back(absl::StrCat(m.name, " at offset ", s->offset, " in the checkpoint, ",
+                                   m.offset, " in the model"));
+    }
+  }
+  for (const TensorRecord& s : saved) {
+    if (layout.Find(s.name) < 0) extra.push_back(s.name);
+  }
+  std::vector<std::string> problems;
+  if (!missing.empty()) {
+    problems.push_back(absl::StrCat("not in the checkpoint: ", Listed(missing, ", ")));
+  }
+  if (!extra.empty()) problems.push_back(absl::StrCat("not in the model: ", Listed(extra, ", ")));
+  if (!differs.empty()) problems.push_back(Listed(differs, "; "));
+  // Offsets follow from the names and shapes before them: report a move only when those agree,
+  // where it can only mean a different order.
+  if (problems.empty() && !moved.empty()) {
+    problems.push_back(absl::StrCat("tensor order differs: ", Listed(moved, "; ")));
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrJoin(problems, "; "));
+}
+
+std::string RunDir(const std::string& out_dir, int run) {
+  return absl::StrFormat("%s/checkpoints/run-%03d", out_dir, run);
+}
+
+absl::StatusOr<int> OpenRun(const std::string& out_dir, bool resume) {
+  const std::string root = out_dir + "/checkpoints";
   std::error_code ec;
-  std::filesystem::create_directories(Dir(dir), ec);
+  std::filesystem::create_directories(root, ec);
   if (ec) {
     return absl::InternalError(
-        absl::StrCat("cannot create checkpoint directory ", Dir(dir), ": ", ec.message()));
+        absl::StrCat("cannot create checkpoint directory ", root, ": ", ec.message()));
   }
+  const std::vector<int64_t> runs = ListNumbered(root, "run-", "");
+  if (resume && !runs.empty()) {
+    const int run = static_cast<int>(runs.front());
+    // Leftovers of a write that crashed before its rename; never read, so safe to drop.
+    std::vector<std::filesystem::path> stale;
+    for (const auto& entry : std::filesystem::directory_iterator(RunDir(out_dir, run), ec)) {
+      if (entry.path().filename().string().ends_with(".tmp")) stale.push_back(entry.path());
+    }
+    for (const auto& path : stale) std::filesystem::remove(path, ec);
+    return run;
+  }
+  // A fresh run claims the next free number; mkdir fails if a concurrent job took it first.
+  for (int run = runs.empty() ? 1 : static_cast<int>(runs.front()) + 1;; ++run) {
+    const std::string dir = RunDir(out_dir, run);
+    if (::mkdir(dir.c_str(), 0755) == 0) return run;
+    if (errno != EEXIST) return Errno("cannot create checkpoint run directory", dir);
+  }
+}
+
+std::string CheckpointPath(const std::string& run_dir, int64_t step) {
+  return absl::StrFormat("%s/ckpt-%08d.bin", run_dir, step);
+}
+
+absl::Status WriteCheckpoint(const std::string& run_dir, const CheckpointState& state, int keep) {
   std::string payload;
   payload.reserve(64 + state.config_json.size() + 3 * state.params.size() * sizeof(float));
   Put(&payload, state.step);
@@ -153,6 +251,14 @@ absl::Status WriteCheckpoint(const std::string& dir, const CheckpointState& stat
   Put(&payload, static_cast<uint64_t>(state.params.size()));
   Put(&payload, static_cast<uint64_t>(state.config_json.size()));
   payload += state.config_json;
+  Put(&payload, static_cast<uint64_t>(state.tensors.size()));
+  for (const TensorRecord& t : state.tensors) {
+    PutString(&payload, t.name);
+    PutString(&payload, t.dtype);
+    Put(&payload, t.offset);
+    Put(&payload, static_cast<uint64_t>(t.shape.size()));
+    for (int64_t d : t.shape) Put(&payload, d);
+  }
   PutFloats(&payload, state.params);
   PutFloats(&payload, state.adam_m);
   PutFloats(&payload, state.adam_v);
@@ -164,14 +270,15 @@ absl::Status WriteCheckpoint(const std::string& dir, const CheckpointState& stat
   Put(&file, Checksum(payload));
   file += payload;
 
-  const std::string path = CheckpointPath(dir, state.step);
+  const std::string path = CheckpointPath(run_dir, state.step);
   if (absl::Status s = WriteAtomically(path, file); !s.ok()) return s;
   const std::string name = std::filesystem::path(path).filename().string() + "\n";
-  if (absl::Status s = WriteAtomically(Dir(dir) + "/latest", name); !s.ok()) return s;
+  if (absl::Status s = WriteAtomically(run_dir + "/latest", name); !s.ok()) return s;
 
-  const std::vector<int64_t> steps = ListSteps(dir);
+  const std::vector<int64_t> steps = ListNumbered(run_dir, "ckpt-", ".bin");
+  std::error_code ec;
   for (size_t i = static_cast<size_t>(keep); i < steps.size(); ++i) {
-    std::filesystem::remove(CheckpointPath(dir, steps[i]), ec);
+    std::filesystem::remove(CheckpointPath(run_dir, steps[i]), ec);
   }
   return absl::OkStatus();
 }
@@ -219,23 +326,43 @@ absl::StatusOr<CheckpointState> ReadCheckpoint(const std::string& path) {
 
   CheckpointState state;
   Reader reader(payload);
-  uint64_t n_params = 0, config_len = 0;
+  uint64_t n_params = 0, config_len = 0, n_tensors = 0;
   if (!reader.Get(&state.step) || !reader.Get(&state.data_cursor) ||
       !reader.Get(&state.sample_rng) || !reader.Get(&state.optimizer_step) ||
       !reader.Get(&n_params) || !reader.Get(&config_len) ||
-      !reader.GetBytes(config_len, &state.config_json) ||
-      !reader.GetFloats(n_params, &state.params) || !reader.GetFloats(n_params, &state.adam_m) ||
+      !reader.GetBytes(config_len, &state.config_json) || !reader.Get(&n_tensors)) {
+    return corrupt("fields do not fit the payload");
+  }
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    TensorRecord t;
+    uint64_t rank = 0, size = 1;
+    if (!reader.GetString(&t.name) || !reader.GetString(&t.dtype) || !reader.Get(&t.offset) ||
+        !reader.Get(&rank) || rank > kMaxRank) {
+      return corrupt("tensor table does not fit the payload");
+    }
+    t.shape.resize(rank);
+    for (int64_t& d : t.shape) {
+      if (!reader.Get(&d) || d < 0) return corrupt("tensor table does not fit the payload");
+      size *= static_cast<uint64_t>(d);
+    }
+    if (t.offset > n_params || size > n_params - t.offset) {
+      return corrupt(
+          absl::StrCat("tensor ", t.name, " lies outside the ", n_params, " parameters"));
+    }
+    state.tensors.push_back(std::move(t));
+  }
+  if (!reader.GetFloats(n_params, &state.params) || !reader.GetFloats(n_params, &state.adam_m) ||
       !reader.GetFloats(n_params, &state.adam_v) || !reader.AtEnd()) {
     return corrupt("fields do not fit the payload");
   }
   return state;
 }
 
-std::optional<CheckpointState> LoadNewestValid(const std::string& dir,
+std::optional<CheckpointState> LoadNewestValid(const std::string& run_dir,
                                                std::vector<std::string>* rejected,
                                                std::string* loaded_path) {
-  for (int64_t step : ListSteps(dir)) {
-    const std::string path = CheckpointPath(dir, step);
+  for (int64_t step : ListNumbered(run_dir, "ckpt-", ".bin")) {
+    const std::string path = CheckpointPath(run_dir, step);
     absl::StatusOr<CheckpointState> state = ReadCheckpoint(path);
     if (state.ok()) {
       *loaded_path = path;

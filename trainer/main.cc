@@ -23,8 +23,9 @@ constexpr char kUsage[] =
     "  --config FILE    flat JSON of training settings (configs/tiny.json, configs/baby.json)\n"
     "  --set key=value  override one setting (repeatable), e.g. --set lr=3e-4\n"
     "  --steps N        total optimizer steps (the LR schedule's length)\n"
-    "  --out DIR        metrics.jsonl, checkpoints/, loss.png (default: runs/train)\n"
-    "  --resume auto    continue from the newest valid checkpoint under DIR, if any\n"
+    "  --out DIR        metrics.jsonl, checkpoints/run-NNN/, loss.png (default: runs/train);\n"
+    "                   each run without --resume gets the next run-NNN, older runs are kept\n"
+    "  --resume auto    continue the newest run under DIR from its newest valid checkpoint\n"
     "  --stop-after K   end this invocation after step K with a checkpoint (the schedule still\n"
     "                   spans --steps; resume later with --resume auto)\n"
     "Under weftrun -n N (or torchrun, mpirun, srun) the run is data parallel over N ranks.\n";

@@ -117,6 +117,7 @@ class Run {
  private:
   bool leader() const { return group_.rank() == 0; }
   absl::Status Setup();
+  absl::Status OpenCheckpointRun();
   absl::Status Resume();
   absl::Status Step(int step, double* loss, double* grad_norm, double* lr,
                     absl::Duration* comm_wait);
@@ -134,6 +135,7 @@ class Run {
   std::unique_ptr<GradReducer> reducer_;
   std::vector<uint8_t> tokens_, targets_;
   int start_step_ = 0;
+  std::string run_dir_;  // this invocation's DIR/checkpoints/run-NNN, the same on every rank
   std::ofstream metrics_;
   std::vector<std::pair<int, double>> train_curve_, val_curve_;
 };
@@ -166,9 +168,7 @@ absl::Status Run::Setup() {
     return absl::InternalError(
         absl::StrCat("cannot create output directory ", options_.out_dir, ": ", ec.message()));
   }
-  if (options_.resume) {
-    if (absl::Status s = Resume(); !s.ok()) return s;
-  }
+  if (absl::Status s = OpenCheckpointRun(); !s.ok()) return s;
   if (leader()) {
     const std::string path = options_.out_dir + "/metrics.jsonl";
     if (start_step_ > 0) {
@@ -184,10 +184,36 @@ absl::Status Run::Setup() {
   return absl::OkStatus();
 }
 
+absl::Status Run::OpenCheckpointRun() {
+  // Rank 0 picks (and creates) the run directory; the others learn its number through an
+  // all-reduce (max, theirs 0), so every rank reads and writes the same run. 0: rank 0 failed.
+  absl::StatusOr<int> opened =
+      leader() ? OpenRun(options_.out_dir, options_.resume) : absl::StatusOr<int>(0);
+  int64_t run = opened.ok() ? *opened : 0;
+  if (group_.comm() != nullptr) {
+    absl::Status s = group_.comm()
+                         ->AllReduce(&run, &run, 1, DataType::kInt64, ReduceOp::kMax)
+                         .Wait(kCommTimeout);
+    if (!s.ok()) return s;
+  }
+  if (!opened.ok()) return opened.status();
+  if (run == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", group_.rank(), ": rank 0 could not open a checkpoint run under ",
+                     options_.out_dir));
+  }
+  run_dir_ = RunDir(options_.out_dir, static_cast<int>(run));
+  if (leader()) {
+    std::printf("checkpoints: %s\n", run_dir_.c_str());
+    std::fflush(stdout);  // before any error on stderr
+  }
+  return options_.resume ? Resume() : absl::OkStatus();
+}
+
 absl::Status Run::Resume() {
   std::vector<std::string> rejected;
   std::string path;
-  std::optional<CheckpointState> state = LoadNewestValid(options_.out_dir, &rejected, &path);
+  std::optional<CheckpointState> state = LoadNewestValid(run_dir_, &rejected, &path);
   if (leader()) {
     for (const std::string& why : rejected) {
       std::printf("resume: skipping %s; trying the previous checkpoint\n", why.c_str());
@@ -204,25 +230,41 @@ absl::Status Run::Resume() {
     if (bounds[0] != -bounds[1]) {
       return absl::FailedPreconditionError(absl::StrCat(
           "rank ", group_.rank(), ": resume: ranks found different newest checkpoints (steps ",
-          -bounds[1], " to ", bounds[0], ") under ", options_.out_dir,
+          -bounds[1], " to ", bounds[0], ") under ", run_dir_,
           "; every rank must see the same directory"));
     }
   }
   if (!state.has_value()) {
-    if (leader())
-      std::printf("resume: no checkpoint under %s, starting fresh\n", options_.out_dir.c_str());
+    if (leader()) std::printf("resume: no checkpoint in %s, starting fresh\n", run_dir_.c_str());
     return absl::OkStatus();
   }
   absl::StatusOr<Config> saved = ParseConfig(state->config_json, path);
   if (!saved.ok()) return saved.status();
-  if (saved->n_layer != config_.n_layer || saved->n_head != config_.n_head ||
-      saved->n_embd != config_.n_embd || saved->seq_len != config_.seq_len ||
-      state->params.size() != model_.num_params()) {
+  // What must match to continue: the model (config and tensor table) and the global batch, which
+  // fixes the data order and the loss scale. The schedule, lr and parallel layout may change.
+  std::string differences;
+  const auto differ = [&](absl::string_view what) {
+    absl::StrAppend(&differences, differences.empty() ? "" : "; ", what);
+  };
+  const std::pair<const char*, int Config::*> fixed[] = {
+      {"n_layer", &Config::n_layer},       {"n_head", &Config::n_head},
+      {"n_embd", &Config::n_embd},         {"seq_len", &Config::seq_len},
+      {"batch_size", &Config::batch_size},
+  };
+  for (const auto& [name, field] : fixed) {
+    if ((*saved).*field != config_.*field) {
+      differ(absl::StrCat(name, ": checkpoint ", (*saved).*field, ", config ", config_.*field));
+    }
+  }
+  if (absl::Status s = CheckLayout(state->tensors, model_.layout()); !s.ok()) differ(s.message());
+  if (differences.empty() && state->params.size() != model_.num_params()) {
+    differ(absl::StrCat("parameters: checkpoint ", state->params.size(), ", model ",
+                        model_.num_params()));
+  }
+  if (!differences.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("resume: checkpoint ", path, " holds a different model (", saved->n_layer,
-                     " layers, ", saved->n_head, " heads, width ", saved->n_embd, ", context ",
-                     saved->seq_len, ") than the config (", config_.n_layer, ", ", config_.n_head,
-                     ", ", config_.n_embd, ", ", config_.seq_len, ")"));
+        absl::StrCat("resume: checkpoint ", path, " does not fit this run: ", differences,
+                     " (without --resume, a new run starts in its own directory)"));
   }
   std::copy(state->params.begin(), state->params.end(), model_.params());
   adam_.m() = std::move(state->adam_m);
@@ -306,10 +348,11 @@ absl::Status Run::SaveCheckpoint(int step) {
   state.sample_rng = sample_rng_.state();
   state.optimizer_step = adam_.step();
   state.config_json = ToJson(config_);
+  state.tensors = TensorTable(model_.layout());
   state.params.assign(model_.params(), model_.params() + model_.num_params());
   state.adam_m = adam_.m();
   state.adam_v = adam_.v();
-  return WriteCheckpoint(options_.out_dir, state, config_.keep_checkpoints);
+  return WriteCheckpoint(run_dir_, state, config_.keep_checkpoints);
 }
 
 absl::StatusOr<TrainSummary> Run::Execute() {

@@ -8,12 +8,15 @@
 //  - training makes progress: the loss falls by at least 30% in 50 steps;
 //  - resume: stopping at a step and resuming gives bit-identical losses afterwards;
 //  - a corrupt or truncated newest checkpoint is reported and the previous one is used;
+//  - a fresh run into a used directory gets its own run directory, and resume continues it;
+//  - resuming with a changed model or global batch fails, naming what differs;
 //  - invalid configs fail up front with a clear message.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,7 +26,6 @@
 #include "absl/strings/str_format.h"
 #include "checkpoint.h"
 #include "gtest/gtest.h"
-#include "model.h"
 #include "subprocess.h"
 
 namespace weft::testing {
@@ -88,15 +90,15 @@ class TrainTest : public ::testing::Test {
   }
   std::map<int, std::string> Losses(const std::string& out) { return Metric(out, "loss"); }
 
-  // The parameters of the checkpoint written after `step` anywhere under DIR/checkpoints.
-  std::vector<float> CheckpointParams(const std::string& out, int step) {
+  // The checkpoint written after `step` anywhere under DIR/checkpoints.
+  trainer::CheckpointState Checkpoint(const std::string& out, int step) {
     const std::string name = absl::StrFormat("ckpt-%08d.bin", step);
     for (const auto& entry : fs::recursive_directory_iterator(dir_ / out / "checkpoints")) {
       if (entry.path().filename() != name) continue;
       absl::StatusOr<trainer::CheckpointState> state =
           trainer::ReadCheckpoint(entry.path().string());
       EXPECT_TRUE(state.ok()) << state.status();
-      return state.ok() ? state->params : std::vector<float>{};
+      return state.ok() ? *std::move(state) : trainer::CheckpointState{};
     }
     ADD_FAILURE() << "no " << name << " under " << out;
     return {};
@@ -114,32 +116,31 @@ void ExpectOk(const ProcessResult& r) {
 // part of each attention bias is the exception: softmax ignores a shift shared by a row's scores,
 // so that bias's gradient is zero in exact arithmetic and fp32 rounding noise in practice, which
 // AdamW turns into steps of random sign. It only has to stay as small as noise (‖·‖ ≤ 1e-4).
-void ExpectSameParams(const std::vector<float>& ref, const std::vector<float>& got, double rel,
-                      const std::string& what) {
-  // configs/tiny.json's model, for its tensor names and offsets.
-  const trainer::Gpt tiny({.n_layer = 2, .n_head = 2, .n_embd = 32, .seq_len = 16, .vocab = 256},
-                          1);
-  const trainer::ParamLayout& layout = tiny.layout();
-  ASSERT_EQ(ref.size(), layout.total()) << what;
-  ASSERT_EQ(got.size(), ref.size()) << what;
+void ExpectSameParams(const trainer::CheckpointState& ref, const trainer::CheckpointState& got,
+                      double rel, const std::string& what) {
+  ASSERT_EQ(got.tensors, ref.tensors) << what;
+  ASSERT_EQ(got.params.size(), ref.params.size()) << what;
   const auto compare = [&](const std::string& name, size_t begin, size_t end, bool noise) {
     double diff = 0, norm = 0;
     for (size_t i = begin; i < end; ++i) {
-      diff += (static_cast<double>(got[i]) - ref[i]) * (static_cast<double>(got[i]) - ref[i]);
-      norm += static_cast<double>(ref[i]) * ref[i];
+      const double d = static_cast<double>(got.params[i]) - ref.params[i];
+      diff += d * d;
+      norm += static_cast<double>(ref.params[i]) * ref.params[i];
     }
     EXPECT_LE(std::sqrt(diff), noise ? 1e-4 : rel * std::sqrt(norm))
         << what << " " << name << ": difference " << std::sqrt(diff) << ", relative "
         << std::sqrt(diff / norm);
   };
-  const size_t C = 32;
-  for (const trainer::TensorView& t : layout.tensors()) {
-    if (t.name.ends_with("attn.qkv.b")) {
-      compare(t.name + " (query)", t.offset, t.offset + C, false);
-      compare(t.name + " (key)", t.offset + C, t.offset + 2 * C, true);
-      compare(t.name + " (value)", t.offset + 2 * C, t.offset + 3 * C, false);
+  for (const trainer::TensorRecord& t : ref.tensors) {
+    size_t size = 1;
+    for (int64_t d : t.shape) size *= static_cast<size_t>(d);
+    if (t.name.ends_with("attn.qkv.b")) {  // query | key | value
+      const size_t third = size / 3;
+      compare(t.name + " (query)", t.offset, t.offset + third, false);
+      compare(t.name + " (key)", t.offset + third, t.offset + 2 * third, true);
+      compare(t.name + " (value)", t.offset + 2 * third, t.offset + size, false);
     } else {
-      compare(t.name, t.offset, t.offset + t.size, false);
+      compare(t.name, t.offset, t.offset + size, false);
     }
   }
 }
@@ -150,7 +151,7 @@ TEST_F(TrainTest, DataParallelMatchesSingleRank) {
   const std::map<int, std::string> ref_norm = Metric("ref", "grad_norm");
   ASSERT_EQ(ref_loss.size(), 20u);
   ASSERT_EQ(ref_norm.size(), 20u);
-  const std::vector<float> ref_params = CheckpointParams("ref", 20);
+  const trainer::CheckpointState ref_state = Checkpoint("ref", 20);
   // (ranks, accumulation) with the tiny config's global batch of 8.
   const std::vector<std::pair<int, int>> layouts = {{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 2}};
   for (const auto& [ranks, accum] : layouts) {
@@ -166,7 +167,7 @@ TEST_F(TrainTest, DataParallelMatchesSingleRank) {
             << out << " step " << step << " " << key << ": " << value << " vs " << got.at(step);
       }
     }
-    ExpectSameParams(ref_params, CheckpointParams(out, 20), kDataParallelRelTol, out);
+    ExpectSameParams(ref_state, Checkpoint(out, 20), kDataParallelRelTol, out);
   }
 }
 
@@ -204,7 +205,7 @@ TEST_F(TrainTest, CorruptOrTruncatedCheckpointFallsBackToThePreviousOne) {
     std::vector<std::string> first = args;
     first.insert(first.end(), {"--stop-after", "8"});
     ExpectOk(Train(0, out, first));
-    const fs::path newest = dir_ / out / "checkpoints" / "ckpt-00000008.bin";
+    const fs::path newest = dir_ / out / "checkpoints" / "run-001" / "ckpt-00000008.bin";
     ASSERT_TRUE(fs::exists(newest));
     if (damage == "flip") {
       std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
@@ -258,7 +259,68 @@ TEST_F(TrainTest, SingleProcessReportsProgressPlotAndSample) {
   for (const char* key : {"\"step\": 1", "\"loss\"", "\"lr\"", "\"tokens_per_s\""}) {
     EXPECT_TRUE(absl::StrContains(first, key)) << first;
   }
-  EXPECT_TRUE(fs::exists(dir_ / "cli" / "checkpoints" / "latest"));
+  EXPECT_TRUE(fs::exists(dir_ / "cli" / "checkpoints" / "run-001" / "latest"));
+}
+
+// The steps of the checkpoint files in DIR/checkpoints/run-NNN.
+std::set<int> CheckpointSteps(const fs::path& run_dir) {
+  std::set<int> steps;
+  for (const auto& entry : fs::directory_iterator(run_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("ckpt-") && name.ends_with(".bin")) {
+      steps.insert(std::stoi(name.substr(5, 8)));
+    }
+  }
+  return steps;
+}
+
+TEST_F(TrainTest, FreshRunIntoAUsedDirectoryKeepsBothRunsAndResumeContinuesTheNewest) {
+  const std::vector<std::string> every2 = {"--set", "checkpoint_every=2"};
+  std::vector<std::string> old_run = every2;
+  old_run.insert(old_run.end(), {"--steps", "12"});
+  ExpectOk(Train(0, "out", old_run));
+  std::vector<std::string> fresh = every2;
+  fresh.insert(fresh.end(), {"--steps", "6", "--stop-after", "4"});
+  const ProcessResult started = Train(0, "out", fresh);
+  ExpectOk(started);
+  EXPECT_TRUE(absl::StrContains(started.output, "checkpoints/run-002")) << started.output;
+  const fs::path run1 = dir_ / "out" / "checkpoints" / "run-001";
+  const fs::path run2 = dir_ / "out" / "checkpoints" / "run-002";
+  EXPECT_EQ(CheckpointSteps(run1), (std::set<int>{8, 10, 12}));
+  EXPECT_EQ(CheckpointSteps(run2), (std::set<int>{2, 4}));
+
+  // A crash mid-write leaves a .tmp. The schedule and lr may change on resume, the model may not.
+  const fs::path stale = run2 / "ckpt-00000005.bin.tmp";  // a step this test never writes
+  std::ofstream(stale) << "half a checkpoint";
+  std::vector<std::string> resume = every2;
+  resume.insert(resume.end(), {"--steps", "8", "--set", "lr=0.002", "--resume", "auto"});
+  const ProcessResult resumed = Train(0, "out", resume);
+  ExpectOk(resumed);
+  EXPECT_TRUE(absl::StrContains(resumed.output, "run-002/ckpt-00000004.bin (step 4)"))
+      << resumed.output;
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_EQ(CheckpointSteps(run1), (std::set<int>{8, 10, 12}));
+  EXPECT_EQ(CheckpointSteps(run2), (std::set<int>{4, 6, 8}));
+  EXPECT_EQ(Losses("out").size(), 8u);
+}
+
+TEST_F(TrainTest, ResumeWithAChangedModelShapeSaysWhatDiffers) {
+  ExpectOk(Train(0, "out", {"--stop-after", "2"}));
+  const ProcessResult r = Train(0, "out", {"--resume", "auto", "--set", "n_embd=64"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(
+      absl::StrContains(r.output, "does not fit this run: n_embd: checkpoint 32, config 64"))
+      << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "wte: checkpoint [256,32], model [256,64]")) << r.output;
+}
+
+TEST_F(TrainTest, ResumeWithAChangedGlobalBatchSaysWhatDiffers) {
+  ExpectOk(Train(0, "out", {"--stop-after", "2"}));
+  const ProcessResult r = Train(0, "out", {"--resume", "auto", "--set", "batch_size=16"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(
+      absl::StrContains(r.output, "does not fit this run: batch_size: checkpoint 8, config 16 ("))
+      << r.output;
 }
 
 }  // namespace
