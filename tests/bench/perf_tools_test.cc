@@ -160,6 +160,11 @@ TEST(PerfTools, SharedBuffersAreReadInPlaceExactly) {
     ProcessResult result = RunTool(tool, 3,
                                    {"-b", "1K", "-e", "1M", "-f", "32", "-n", "1", "-R", "1", "-A",
                                     "cma_direct", "-d", "all", "-T", "60"});
+    // A forced cma_direct fails creation where ptrace forbids cross-memory attach.
+    if (absl::StrContains(result.output,
+                          "cross-memory attach between the ranks is not permitted")) {
+      GTEST_SKIP() << "cross-memory attach is not permitted here: " << result.output;
+    }
     ASSERT_EQ(result.exit_code, 0) << result.output;
     const PerfOutput out = ParsePerfOutput(result.output);
     ExpectWellFormed(out, result, 3, tool);

@@ -2,25 +2,40 @@
 // torchrun-style variables) from comm_test.cc. Each suite checks results bit for bit against
 // order-independent expectations and exits non-zero after printing every failure.
 //
-//   comm_worker SUITE [--fake-hosts K]
+//   comm_worker SUITE [--fake-hosts K | --deny-cma]
 //
 // --fake-hosts K sets WEFT_HOSTNAME to host<rank % K> before creating the communicator, so one
-// machine looks like K hosts and mixed shared-memory/TCP layouts get tested.
+// machine looks like K hosts and mixed shared-memory/TCP layouts get tested. --deny-cma makes
+// process_vm_readv fail with EPERM (a seccomp filter), as ptrace restrictions do.
+//
+// WEFT_EXPECT_ALGO ("all_reduce=ring,broadcast=tree"): after the suite, every collective of those
+// kinds in the flight recorder (size it with WEFT_FLIGHT_RECORDER_SIZE) must have run on that
+// algorithm, and at least one of each kind must be there.
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "backoff.h"
 #include "bootstrap/environment.h"
 #include "common/expected_values.h"
@@ -526,6 +541,78 @@ bool PinToOneCpu() {
   return false;
 }
 
+// The value of `"key": "..."` in one line of a flight-recorder dump, or "".
+std::string JsonField(absl::string_view line, absl::string_view key) {
+  const std::string start = absl::StrCat("\"", key, "\": \"");
+  const size_t from = line.find(start);
+  if (from == absl::string_view::npos) return "";
+  const size_t begin = from + start.size();
+  const size_t end = line.find('"', begin);
+  return end == absl::string_view::npos ? "" : std::string(line.substr(begin, end - begin));
+}
+
+// Checks WEFT_EXPECT_ALGO against the algorithms the flight recorder says the collectives ran on.
+void CheckAlgorithmsRan(Communicator& comm, const char* expect) {
+  std::map<std::string, std::string> expected;
+  for (absl::string_view item : absl::StrSplit(expect, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(item, '=');
+    expected[kv.first] = kv.second;
+  }
+  absl::StatusOr<std::string> path = comm.DumpFlightRecorder("algorithm check");
+  if (!path.ok()) {
+    Fail("dumping the flight recorder: " + path.status().ToString());
+    return;
+  }
+  std::ifstream file(*path);
+  std::map<std::string, int> seen;
+  std::map<std::string, std::map<std::string, int>> wrong;
+  for (std::string line; std::getline(file, line);) {
+    if (!absl::StrContains(line, "\"collective\": true")) continue;
+    const std::string op = JsonField(line, "op");
+    const auto it = expected.find(op);
+    if (it == expected.end()) continue;
+    ++seen[op];
+    const std::string ran = JsonField(line, "algorithm");
+    if (ran != it->second) ++wrong[op][ran];
+  }
+  std::string report;
+  for (const auto& [op, algorithm] : expected) {
+    if (seen[op] == 0) Fail(absl::StrCat(op, ": no ", op, " in the flight recorder"));
+    for (const auto& [ran, n] : wrong[op]) {
+      Fail(absl::StrCat(op, ": ", n, " of ", seen[op], " ran on ", ran, ", not ", algorithm));
+    }
+    absl::StrAppend(&report, " ", op, "=", algorithm, " (", seen[op], ")");
+  }
+  if (comm.rank() == 0) std::fprintf(stderr, "algorithms checked:%s\n", report.c_str());
+}
+
+// Makes process_vm_readv fail with EPERM in this process (cross-memory attach denied, as ptrace
+// restrictions deny it); every other system call passes.
+bool DenyCrossMemoryAttach() {
+#if defined(__x86_64__) || defined(__aarch64__)
+#if defined(__x86_64__)
+  constexpr uint32_t kArch = AUDIT_ARCH_X86_64;
+#else
+  constexpr uint32_t kArch = AUDIT_ARCH_AARCH64;
+#endif
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program = {static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+#else
+  errno = ENOSYS;  // no filter for this architecture here
+  return false;
+#endif
+}
+
 }  // namespace
 }  // namespace weft::testing
 
@@ -541,6 +628,10 @@ int main(int argc, char** argv) {
     int hosts = 1;
     if (!env.ok() || !absl::SimpleAtoi(argv[3], &hosts) || hosts < 1) return 2;
     setenv("WEFT_HOSTNAME", absl::StrCat("host", env->rank % hosts).c_str(), 1);
+  }
+  if (argc >= 3 && std::string(argv[2]) == "--deny-cma" && !DenyCrossMemoryAttach()) {
+    std::fprintf(stderr, "FAIL denying cross-memory attach: %s\n", std::strerror(errno));
+    return 1;
   }
   if (suite == "oversubscribed" && !PinToOneCpu()) {
     std::fprintf(stderr, "FAIL pinning to one CPU\n");
@@ -574,6 +665,10 @@ int main(int argc, char** argv) {
   else {
     std::fprintf(stderr, "unknown suite %s\n", suite.c_str());
     return 2;
+  }
+  if (const char* expect = std::getenv("WEFT_EXPECT_ALGO"); expect != nullptr) {
+    CheckAlgorithmsRan(**comm, expect);
+    result = failures;
   }
   if (result != 0) {
     std::fprintf(stderr, "rank %d: %d failures\n", (*comm)->rank(), result);

@@ -446,21 +446,48 @@ TEST(CostTuner, AcrossNodesAFormulaMovesOntoItsAnchors) {
                    formulas.Predict(AlgorithmId::kRabenseifner, OpKind::kAllReduce, 256, one_host));
 }
 
-TEST(Selector, WeftAlgoOverridesTheTunerWhereItCanRun) {
+TEST(Selector, WeftAlgoOverridesTheTuner) {
   auto peers = FakePeers({"a", "a", "b", "b"}, 0);
   absl::StatusOr<AlgorithmSelector> selector =
-      AlgorithmSelector::Create("all_reduce=ring,broadcast=shm_direct");
+      AlgorithmSelector::Create("all_reduce=ring,broadcast=tree");
   ASSERT_TRUE(selector.ok()) << selector.status();
   selector->SetTuner(std::make_shared<CostTuner>(TestModel()));
+  EXPECT_TRUE(selector->CheckForced(*peers, "auto").ok());
   EXPECT_EQ(selector->Choose(OpKind::kAllReduce, 64 << 20, *peers).algorithm, AlgorithmId::kRing);
+  EXPECT_EQ(selector->Choose(OpKind::kBroadcast, 64 << 20, *peers).algorithm, AlgorithmId::kTree);
   EXPECT_EQ(selector->Choose(OpKind::kAllGather, 64 << 20, *peers).algorithm,
-            AlgorithmId::kHierarchical);
-  // shm_direct cannot span hosts: the tuner decides.
-  EXPECT_EQ(selector->Choose(OpKind::kBroadcast, 64 << 20, *peers).algorithm,
             AlgorithmId::kHierarchical);
   EXPECT_GT(selector->Predict(AlgorithmId::kRing, OpKind::kAllReduce, 64 << 20, *peers), 0);
   EXPECT_TRUE(absl::StrContains(selector->Explain(OpKind::kAllReduce, 1024, *peers),
                                 "WEFT_ALGO forces ring"));
+}
+
+// A forced algorithm that cannot run on the communicator is an error naming it, the collective
+// and the reason, not a quiet fallback to the tuner; a one-rank communicator runs anything.
+TEST(Selector, WeftAlgoThatCannotRunHereIsAnError) {
+  const auto check = [](const std::string& spec, const Peers& peers, const char* transport) {
+    absl::StatusOr<AlgorithmSelector> selector = AlgorithmSelector::Create(spec);
+    EXPECT_TRUE(selector.ok()) << selector.status();
+    return selector.ok() ? selector->CheckForced(peers, transport) : selector.status();
+  };
+  const auto two_hosts = FakePeers({"a", "a", "b", "b"}, 0);
+  const absl::Status across = check("all_reduce=ring,broadcast=shm_direct", *two_hosts, "auto");
+  EXPECT_EQ(across.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(across.message(),
+            "WEFT_ALGO forces shm_direct for broadcast, but it cannot run on this communicator: "
+            "the ranks do not share memory (they span 2 hosts)");
+  // One host without the arena: WEFT_TRANSPORT=tcp.
+  const auto one_host_tcp = FakePeers({"a", "a"}, 1);
+  const absl::Status tcp = check("shm_direct", *one_host_tcp, "tcp");
+  EXPECT_EQ(tcp.message(),
+            "WEFT_ALGO forces shm_direct for all_reduce, but it cannot run on this communicator: "
+            "the ranks do not share memory (transport tcp)");
+  EXPECT_TRUE(absl::StrContains(check("cma", *two_hosts, "auto").message(),
+                                "forces cma_direct for all_reduce"));
+  // Algorithms over links run anywhere; one rank alone runs whatever is forced.
+  EXPECT_TRUE(check("ring", *two_hosts, "tcp").ok());
+  EXPECT_TRUE(check("hierarchical", *one_host_tcp, "tcp").ok());
+  EXPECT_TRUE(check("shm_direct", *FakePeers({"a"}, 0), "tcp").ok());
 }
 
 TEST(Selector, AutoForcesNothing) {
