@@ -131,6 +131,18 @@ INSTANTIATE_TEST_SUITE_P(Mixed, Collectives,
                          ::testing::Combine(::testing::Values(3, 4), ::testing::Values("mixed"),
                                             ::testing::Values("")),
                          CaseName);
+// The flat algorithms where the ranks are not a power of two: the power-of-two fold with one,
+// two and three folded pairs, over shared-memory links and TCP; TCP with the tuner's choice too.
+INSTANTIATE_TEST_SUITE_P(FoldShm, Collectives,
+                         ::testing::Combine(::testing::Values(5, 6, 7), ::testing::Values("shm"),
+                                            ::testing::Values("ring", "rabenseifner",
+                                                              "recursive_doubling")),
+                         CaseName);
+INSTANTIATE_TEST_SUITE_P(FoldTcp, Collectives,
+                         ::testing::Combine(::testing::Values(5, 6, 7), ::testing::Values("tcp"),
+                                            ::testing::Values("", "ring", "rabenseifner",
+                                                              "recursive_doubling")),
+                         CaseName);
 // Every direct-read (cross-memory attach) collective, whatever the size.
 INSTANTIATE_TEST_SUITE_P(
     Cma, Collectives,
