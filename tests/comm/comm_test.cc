@@ -44,7 +44,7 @@ ProcessResult RunJob(int ranks, const std::string& suite, const Layout& layout, 
   argv.insert(argv.end(), layout.worker_args.begin(), layout.worker_args.end());
   Env env = layout.env;
   env.insert(env.end(), extra.begin(), extra.end());
-  env.emplace_back("WEFT_TIMEOUT", "60");
+  env.emplace_back("WEFT_TIMEOUT", std::to_string(60 * TimeScale()));
   // Jobs that fail on purpose dump their flight recorders: here, not in /tmp for good.
   const TempDir dumps("comm-test");
   env.emplace_back("WEFT_FLIGHT_RECORDER_DIR", dumps.path());
@@ -236,19 +236,20 @@ TEST(Launchers, TorchrunStyleVariables) {
       WEFT_WORKER,
       " async & b=$!; "
       "wait $a; ra=$?; wait $b; rb=$?; exit $((ra + rb))");
-  ProcessResult result = RunProcess({"/bin/sh", "-c", script}, {}, std::chrono::seconds(60));
+  ProcessResult result =
+      RunProcess({"/bin/sh", "-c", script}, {}, Scaled(std::chrono::seconds(60)));
   ExpectSuccess(result);
 }
 
 TEST(Launchers, OpenMpiMpirun) {
   ProcessResult probe =
-      RunProcess({"/bin/sh", "-c", "command -v mpirun"}, {}, std::chrono::seconds(10));
+      RunProcess({"/bin/sh", "-c", "command -v mpirun"}, {}, Scaled(std::chrono::seconds(10)));
   if (probe.exit_code != 0) GTEST_SKIP() << "mpirun is not installed";
   ProcessResult result =
       RunProcess({"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x",
                   "WEFT_TOKEN", WEFT_WORKER, "async"},
                  {{"WEFT_TOKEN", "mpirun-test-token"}, {"OMPI_MCA_plm_rsh_agent", ""}},
-                 std::chrono::seconds(60));
+                 Scaled(std::chrono::seconds(60)));
   ExpectSuccess(result);
 }
 

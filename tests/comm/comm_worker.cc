@@ -39,6 +39,7 @@
 #include "backoff.h"
 #include "bootstrap/environment.h"
 #include "common/expected_values.h"
+#include "time_scale.h"
 #include "weft/comm/communicator.h"
 
 namespace weft::testing {
@@ -248,7 +249,7 @@ void TestTinyOperationsWithLatePeers(Communicator& comm) {
   const int p = comm.size(), r = comm.rank();
   // Every rank but 0 arrives 100 ms late: rank 0's Submit hands out a Work that is not done,
   // instead of waiting for them.
-  if (r != 0) usleep(100'000);
+  if (r != 0) usleep(static_cast<useconds_t>(100'000 * TimeScale()));
   int64_t late = r + 1;
   Work first = comm.AllReduce(&late, &late, 1, DataType::kInt64, ReduceOp::kSum);
   if (r == 0 && p > 1 && first.Test()) Fail("a tiny all-reduce waited for late peers in Submit");
@@ -305,7 +306,7 @@ int SuiteAsync(Communicator& comm) {
   // test() eventually reports completion without wait().
   std::vector<std::byte> data = Inputs(DataType::kFloat32, ReduceOp::kSum, comm.rank(), 0, 1000);
   Work w = comm.AllReduce(data.data(), data.data(), 1000, DataType::kFloat32, ReduceOp::kSum);
-  for (int i = 0; i < 200000 && !w.Test(); ++i) usleep(50);
+  for (int i = 0; i < 200000 * TimeScale() && !w.Test(); ++i) usleep(50);
   if (!w.Test()) Fail("Test() never reported completion");
   EXPECT_OK(w.status());
   TestTinyOperationsWithLatePeers(comm);
@@ -490,17 +491,17 @@ int SuiteAbort(Communicator& comm) {
     const auto start = absl::Now();
     absl::Status s = w.Wait(absl::Milliseconds(200));
     if (s.code() != absl::StatusCode::kDeadlineExceeded) Fail("short wait: " + s.ToString());
-    if (absl::Now() - start > absl::Seconds(1)) Fail("short wait took too long");
+    if (absl::Now() - start > Scaled(absl::Seconds(1))) Fail("short wait took too long");
     const auto abort_start = absl::Now();
     comm.Abort();
     absl::Status aborted = w.Wait();
     if (aborted.ok()) Fail("aborted operation succeeded");
-    if (absl::Now() - abort_start > absl::Seconds(1)) Fail("abort took more than 1 s");
+    if (absl::Now() - abort_start > Scaled(absl::Seconds(1))) Fail("abort took too long");
     std::fprintf(stderr, "expected error: %s\n", aborted.ToString().c_str());
   }
   // The other ranks never join; they stay alive meanwhile, so the operation is blocked on late
   // peers rather than failed by dead ones.
-  if (comm.rank() != 0) usleep(3 * 1000 * 1000);
+  if (comm.rank() != 0) usleep(static_cast<useconds_t>(3 * 1000 * 1000 * TimeScale()));
   return failures;
 }
 

@@ -29,9 +29,12 @@
 #include "node_layout.h"
 #include "peers.h"
 #include "temp_dir.h"
+#include "time_scale.h"
 
 namespace weft {
 namespace {
+
+using testing::Scaled;
 
 constexpr char kModel[] = R"(# a test machine
 shm.alpha_us 2
@@ -74,7 +77,7 @@ std::unique_ptr<Peers> OneHostPeers() {
   FileStore store(store_dir.path());
   absl::StatusOr<std::unique_ptr<ShmArena>> arena =
       ShmArena::Create(store, absl::StrCat("tuner-test-", getpid(), "-", made++), 0, {0},
-                       ArenaRounds::AreaBytes(), Deadline::In(absl::Seconds(10)));
+                       ArenaRounds::AreaBytes(), Deadline::In(Scaled(absl::Seconds(10))));
   if (!arena.ok()) {
     ADD_FAILURE() << arena.status();
     return nullptr;
@@ -762,7 +765,8 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
       const AlgorithmTrials::Plan plan = trials.Next(kKind, kBytes, choice);
       if (plan.role == Role::kDecide) {
         EXPECT_TRUE(
-            trials.Decide(kKind, kBytes, choice, *peers, Deadline::In(absl::Seconds(10))).ok());
+            trials.Decide(kKind, kBytes, choice, *peers, Deadline::In(Scaled(absl::Seconds(10))))
+                .ok());
         --rounds;
       }
       const AlgorithmId algorithm = trials.Algorithm(kKind, kBytes, choice, plan);
@@ -871,7 +875,8 @@ std::optional<AlgorithmId> Rounds(const AlgorithmSelector::Choice& choice, int r
     const AlgorithmTrials::Plan plan = trials.Next(kKind, kBytes, choice);
     if (plan.role == Role::kDecide) {
       EXPECT_TRUE(
-          trials.Decide(kKind, kBytes, choice, *peers, Deadline::In(absl::Seconds(10))).ok());
+          trials.Decide(kKind, kBytes, choice, *peers, Deadline::In(Scaled(absl::Seconds(10))))
+              .ok());
       if (ran != nullptr) ran->push_back(std::exchange(round, {}));
       if (--rounds == 0) return trials.Found(kKind, kBytes);
     }
@@ -1010,7 +1015,7 @@ class Calibration : public ::testing::Test {
   absl::StatusOr<std::vector<CostModel>> LoadStates(const std::vector<std::string>& hosts) {
     FileStore store(store_dir_.path());
     auto peers = FakePeers(hosts, 0);
-    return LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
+    return LoadOrCalibrate(*peers, store, Deadline::In(Scaled(absl::Seconds(10))));
   }
   // The model of the state a job starts in.
   absl::StatusOr<CostModel> Load(const std::vector<std::string>& hosts) {
@@ -1112,7 +1117,7 @@ TEST_F(Calibration, EveryRankMustAgreeOnSharedBuffers) {
   ASSERT_TRUE(store.Set("tuning/plan", "- shared_buffers").ok());  // as rank 0 would say
   auto peers = FakePeers({"a", "a"}, 1);
   absl::StatusOr<std::vector<CostModel>> model =
-      LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
+      LoadOrCalibrate(*peers, store, Deadline::In(Scaled(absl::Seconds(10))));
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(model.status().message(), "WEFT_SHARED_BUFFERS")) << model.status();
@@ -1124,11 +1129,12 @@ TEST_F(Calibration, ADeadlineTooShortToCalibrateKeepsTheDefaults) {
   FileStore store(store_dir_.path());
   auto peers = FakePeers({"a", "b"}, 0);
   absl::StatusOr<std::vector<CostModel>> model =
-      LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
+      LoadOrCalibrate(*peers, store, Deadline::In(Scaled(absl::Seconds(10))));
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->front().source(), "built-in defaults");
   EXPECT_NE(access(TuningCachePath().c_str(), F_OK), 0);
-  absl::StatusOr<std::string> plan = store.Get("tuning/plan", Deadline::In(absl::Seconds(1)));
+  absl::StatusOr<std::string> plan =
+      store.Get("tuning/plan", Deadline::In(Scaled(absl::Seconds(1))));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(*plan, "-");
 }
