@@ -3,7 +3,9 @@
 //
 // Sums use small integers (exact in fp16 and bf16 for up to 8 ranks, negative for signed types);
 // products use 1, 2 and -1, so every partial product is a power of two; min and max use a wider
-// range of integers. Integer types wrap exactly like the kernels do.
+// range of integers. Integer types wrap exactly like the kernels do. Every rank's inputs differ
+// from every other's (up to 9 ranks for products, 25 for sums, 101 for min and max), so a rank's
+// data standing in for another's changes the result.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +28,11 @@ inline int64_t InputValue(DataType type, ReduceOp op, int rank, uint64_t index) 
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
-      return static_cast<int64_t>((rank * 3 + index * 7) % 5) - (sign ? 2 : 0);
+      // rank / 5 tells ranks r and r + 5 apart, which rank * 3 % 5 alone does not.
+      return static_cast<int64_t>((rank * 3 + index * 7 + (rank / 5) * index) % 5) - (sign ? 2 : 0);
     case ReduceOp::kProd:
-      if ((rank + index) % 3 == 0) return 2;
+      // 4 * rank % 9 differs on each of 9 ranks; at most 3 of them hold a 2 at any index.
+      if ((rank * 4 + index) % 9 < 3) return 2;
       return (sign && (rank * 5 + index) % 4 == 0) ? -1 : 1;
     case ReduceOp::kMin:
     case ReduceOp::kMax:

@@ -192,6 +192,11 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
       new CommState(std::move(rendezvous), rank, size, std::move(config), *std::move(selector)));
   state->peers_ = std::make_unique<Peers>(rank, size, std::move(links), std::move(arena));
   state->peers_->SetNodes(NodeLayout(hosts, rank));
+  // Before calibration: every rank sees the same layout and arena, so all fail alike, and soon.
+  if (absl::Status s = state->selector_.CheckForced(*state->peers_, state->config_.transport);
+      !s.ok()) {
+    return fail(s, "choosing algorithms");
+  }
   state->peers_->SetSharedBuffers(state->config_.shared_buffers);
   absl::StatusOr<std::vector<CostModel>> models =
       LoadOrCalibrate(*state->peers_, *state->rendezvous_.store, deadline);

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "subprocess.h"
 #include "temp_dir.h"
+#include "time_scale.h"
 
 namespace weft::testing {
 namespace {
@@ -46,10 +47,11 @@ class CheckSubsets : public ::testing::Test {
     std::vector<std::string> argv = {"python3",
                                      absl::StrCat(WEFT_SOURCE_DIR, "/bench/check-subsets")};
     argv.insert(argv.end(), args.begin(), args.end());
-    return RunProcess(argv, {}, std::chrono::seconds(30));
+    return RunProcess(argv, {}, Scaled(std::chrono::seconds(30)));
   }
   void SetUp() override {
-    if (RunProcess({"python3", "-c", "pass"}, {}, std::chrono::seconds(20)).exit_code != 0) {
+    if (RunProcess({"python3", "-c", "pass"}, {}, Scaled(std::chrono::seconds(20))).exit_code !=
+        0) {
       FAIL() << "check-subsets needs python3 (scripts/setup installs it)";
     }
   }

@@ -75,10 +75,12 @@ TEST(PerfFailures, RunsUnderTorchrunVariables) {
   const int port = FreePort();
   const std::vector<std::string> argv = {
       ToolPath("reduce"), "-b", "8", "-e", "1K", "-f", "32", "-n", "2", "-r", "1"};
-  RankProcess r1 = StartRank(argv, Torchrun(1, 2, port), TempPath("rank1.txt"), seconds(60));
-  RankProcess r0 = StartRank(argv, Torchrun(0, 2, port), TempPath("rank0.txt"), seconds(60));
-  EXPECT_EQ(WaitExit(r0.pid, seconds(60)), 0) << ReadFile(r0.output_path);
-  EXPECT_EQ(WaitExit(r1.pid, seconds(60)), 0) << ReadFile(r1.output_path);
+  RankProcess r1 =
+      StartRank(argv, Torchrun(1, 2, port), TempPath("rank1.txt"), Scaled(seconds(60)));
+  RankProcess r0 =
+      StartRank(argv, Torchrun(0, 2, port), TempPath("rank0.txt"), Scaled(seconds(60)));
+  EXPECT_EQ(WaitExit(r0.pid, Scaled(seconds(60))), 0) << ReadFile(r0.output_path);
+  EXPECT_EQ(WaitExit(r1.pid, Scaled(seconds(60))), 0) << ReadFile(r1.output_path);
   const PerfOutput out = ParsePerfOutput(ReadFile(r0.output_path));
   EXPECT_TRUE(out.problems.empty()) << absl::StrJoin(out.problems, "\n");
   EXPECT_EQ(out.rows.size(), 2u);
@@ -87,13 +89,14 @@ TEST(PerfFailures, RunsUnderTorchrunVariables) {
 
 // A peer that never starts: creation waits for it, and -T ends the wait.
 TEST(PerfFailures, TimeoutEndsAWaitForAMissingPeer) {
-  const RankProcess r0 = StartRank({ToolPath("all_reduce"), "-b", "8", "-e", "8", "-T", "2"},
-                                   Torchrun(0, 2, FreePort()), TempPath("alone.txt"), seconds(30));
+  const RankProcess r0 =
+      StartRank({ToolPath("all_reduce"), "-b", "8", "-e", "8", "-T", "2"},
+                Torchrun(0, 2, FreePort()), TempPath("alone.txt"), Scaled(seconds(30)));
   const Clock::time_point start = Clock::now();
-  const std::optional<int> status = WaitExit(r0.pid, seconds(20));
+  const std::optional<int> status = WaitExit(r0.pid, Scaled(seconds(20)));
   if (!status) kill(r0.pid, SIGKILL);
   ASSERT_EQ(status, 4) << ReadFile(r0.output_path);
-  EXPECT_LT(Clock::now() - start, seconds(8));
+  EXPECT_LT(Clock::now() - start, Scaled(seconds(8)));
   EXPECT_TRUE(absl::StrContains(ReadFile(r0.output_path), "# error: the run exceeded -T 2 s"))
       << ReadFile(r0.output_path);
 }
@@ -104,13 +107,15 @@ TEST(PerfFailures, TimeoutEndsARunWhosePeerStalls) {
   const int port = FreePort();
   const std::vector<std::string> argv = {
       ToolPath("all_reduce"), "-b", "64K", "-e", "64K", "-n", "100000000", "-T", "4"};
-  RankProcess r1 = StartRank(argv, Torchrun(1, 2, port), TempPath("stalled1.txt"), seconds(60));
-  RankProcess r0 = StartRank(argv, Torchrun(0, 2, port), TempPath("stalled0.txt"), seconds(60));
-  const bool table_started = WaitForText(r0.output_path, kResultHeader[2], seconds(20));
+  RankProcess r1 =
+      StartRank(argv, Torchrun(1, 2, port), TempPath("stalled1.txt"), Scaled(seconds(60)));
+  RankProcess r0 =
+      StartRank(argv, Torchrun(0, 2, port), TempPath("stalled0.txt"), Scaled(seconds(60)));
+  const bool table_started = WaitForText(r0.output_path, kResultHeader[2], Scaled(seconds(20)));
   kill(r1.pid, SIGSTOP);
-  const std::optional<int> status = WaitExit(r0.pid, seconds(20));
+  const std::optional<int> status = WaitExit(r0.pid, Scaled(seconds(20)));
   kill(r1.pid, SIGKILL);
-  WaitExit(r1.pid, seconds(20));
+  WaitExit(r1.pid, Scaled(seconds(20)));
   if (!status) kill(r0.pid, SIGKILL);
   const std::string output = ReadFile(r0.output_path);
   ASSERT_EQ(status, 4) << output;

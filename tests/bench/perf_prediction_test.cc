@@ -130,7 +130,7 @@ TEST(PerfPredicted, OffByDefault) {
 
 // -J carries the -P columns unrounded; without -P the records have no such keys.
 TEST(PerfPredicted, JsonRecordsCarryThePrediction) {
-  if (RunProcess({"python3", "-c", "pass"}, {}, std::chrono::seconds(20)).exit_code != 0) {
+  if (RunProcess({"python3", "-c", "pass"}, {}, Scaled(std::chrono::seconds(20))).exit_code != 0) {
     FAIL() << "python3 is needed to parse the JSON (scripts/setup installs it)";
   }
   const char* kSummary = R"(
@@ -154,7 +154,7 @@ else:
     ProcessResult result = RunTool("all_gather", 2, flags);
     ASSERT_EQ(result.exit_code, 0) << result.output;
     ProcessResult summary =
-        RunProcess({"python3", "-c", kSummary, path}, {}, std::chrono::seconds(20));
+        RunProcess({"python3", "-c", kSummary, path}, {}, Scaled(std::chrono::seconds(20)));
     ASSERT_EQ(summary.exit_code, 0) << summary.output;
     EXPECT_EQ(summary.output, predicted ? "4 ['ring'] True\n" : "4 False\n");
   }

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "subprocess.h"
 #include "temp_dir.h"
+#include "time_scale.h"
 
 namespace weft::testing {
 
@@ -24,11 +25,12 @@ inline std::string ToolPath(const std::string& tool) {
 inline ProcessResult RunTool(const std::string& tool, int ranks,
                              const std::vector<std::string>& flags, Env env = {},
                              int limit_s = 60) {
+  limit_s *= TimeScale();
   std::vector<std::string> argv = {WEFTRUN,       "-n",          std::to_string(ranks),
                                    "--no-prefix", "--timeout",   std::to_string(limit_s),
                                    "--",          ToolPath(tool)};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  env.emplace_back("WEFT_TIMEOUT", "30");
+  env.emplace_back("WEFT_TIMEOUT", std::to_string(30 * TimeScale()));
   // Runs that fail on purpose dump their flight recorders: here, not in /tmp for good.
   const TempDir dumps("perf-test");
   env.emplace_back("WEFT_FLIGHT_RECORDER_DIR", dumps.path());

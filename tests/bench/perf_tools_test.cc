@@ -160,6 +160,11 @@ TEST(PerfTools, SharedBuffersAreReadInPlaceExactly) {
     ProcessResult result = RunTool(tool, 3,
                                    {"-b", "1K", "-e", "1M", "-f", "32", "-n", "1", "-R", "1", "-A",
                                     "cma_direct", "-d", "all", "-T", "60"});
+    // A forced cma_direct fails creation where ptrace forbids cross-memory attach.
+    if (absl::StrContains(result.output,
+                          "cross-memory attach between the ranks is not permitted")) {
+      GTEST_SKIP() << "cross-memory attach is not permitted here: " << result.output;
+    }
     ASSERT_EQ(result.exit_code, 0) << result.output;
     const PerfOutput out = ParsePerfOutput(result.output);
     ExpectWellFormed(out, result, 3, tool);
@@ -229,7 +234,7 @@ TEST(PerfTools, FlagsCombine) {
 
 // -J: one document, never overwriting an existing file; records carry exact bandwidths.
 TEST(PerfTools, JsonReport) {
-  if (RunProcess({"python3", "-c", "pass"}, {}, std::chrono::seconds(20)).exit_code != 0) {
+  if (RunProcess({"python3", "-c", "pass"}, {}, Scaled(std::chrono::seconds(20))).exit_code != 0) {
     FAIL() << "python3 is needed to parse the JSON (scripts/setup installs it)";
   }
   const std::string path = TempPath("report.json");
@@ -249,7 +254,7 @@ print(d["version"], d["program"], d["config"]["ranks"], len(d["devices"]), len(r
       d["out_of_bounds"]["okay"], d["errors"], r[-1]["size"], r[-1]["count"])
 )";
   ProcessResult summary =
-      RunProcess({"python3", "-c", kSummary, path + ".0"}, {}, std::chrono::seconds(20));
+      RunProcess({"python3", "-c", kSummary, path + ".0"}, {}, Scaled(std::chrono::seconds(20)));
   ASSERT_EQ(summary.exit_code, 0) << summary.output;
   EXPECT_EQ(summary.output,
             "1 alltoall_perf 3 3 6 ['in-place', 'out-of-place'] 0 True True [] 16368 1364\n");
@@ -262,7 +267,7 @@ TEST(PerfTools, RunsUnderMpirun) {
       RunProcess({"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x",
                   "WEFT_TOKEN=perf-test-token", "-x", "WEFT_TIMEOUT=30", ToolPath("sendrecv"), "-b",
                   "8", "-e", "1K", "-f", "8", "-n", "2"},
-                 {}, std::chrono::seconds(60));
+                 {}, Scaled(std::chrono::seconds(60)));
   ASSERT_FALSE(result.timed_out) << result.output;
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const PerfOutput out = ParsePerfOutput(result.output);
@@ -287,11 +292,11 @@ TEST(PerfTools, UsageErrorsExitTwoBeforeStartingAnything) {
                                              {"stray"}}) {
     std::vector<std::string> argv = {ToolPath("all_reduce")};
     argv.insert(argv.end(), flags.begin(), flags.end());
-    ProcessResult result = RunProcess(argv, {}, std::chrono::seconds(20));
+    ProcessResult result = RunProcess(argv, {}, Scaled(std::chrono::seconds(20)));
     EXPECT_EQ(result.exit_code, 2) << absl::StrJoin(flags, " ") << "\n" << result.output;
     EXPECT_TRUE(absl::StrContains(result.output, "USAGE:")) << result.output;
   }
-  ProcessResult help = RunProcess({ToolPath("gather"), "-h"}, {}, std::chrono::seconds(20));
+  ProcessResult help = RunProcess({ToolPath("gather"), "-h"}, {}, Scaled(std::chrono::seconds(20)));
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(help.output, "USAGE:"));
 

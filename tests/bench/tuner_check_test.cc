@@ -56,7 +56,7 @@ struct Mode {
 class TunerCheck : public ::testing::TestWithParam<Mode> {};
 
 TEST_P(TunerCheck, ComparesTheTunedPickWithEveryForcedAlgorithm) {
-  if (RunProcess({"python3", "-c", "pass"}, {}, std::chrono::seconds(20)).exit_code != 0) {
+  if (RunProcess({"python3", "-c", "pass"}, {}, Scaled(std::chrono::seconds(20))).exit_code != 0) {
     FAIL() << "tuner-check needs python3 (scripts/setup installs it)";
   }
   const std::string json = TempPath("tuner-check.json");
@@ -84,7 +84,7 @@ TEST_P(TunerCheck, ComparesTheTunedPickWithEveryForcedAlgorithm) {
   // 0: every size within the bar; 1: some size is not (timing, not asserted).
   ASSERT_TRUE(result.exit_code == 0 || result.exit_code == 1) << result.output;
   ProcessResult summary =
-      RunProcess({"python3", "-c", kSummary, json}, {}, std::chrono::seconds(20));
+      RunProcess({"python3", "-c", kSummary, json}, {}, Scaled(std::chrono::seconds(20)));
   ASSERT_EQ(summary.exit_code, 0) << summary.output << result.output;
   EXPECT_EQ(summary.output, absl::StrCat(kExpected, GetParam().run_per_variant ? kPooled : kPaired))
       << result.output;

@@ -28,6 +28,7 @@ namespace weft {
 namespace {
 
 using ::weft::testing::DialLoopback;
+using ::weft::testing::Scaled;
 
 constexpr char kToken[] = "0123456789abcdef0123456789abcdef";
 constexpr unsigned kChildAlarmSeconds = 8;
@@ -116,7 +117,8 @@ class TcpStoreTest : public ::testing::Test {
   }
 
   absl::StatusOr<std::unique_ptr<TcpStoreClient>> Connect(const std::string& token = kToken) {
-    return TcpStoreClient::Connect("127.0.0.1", port_, token, Deadline::In(absl::Seconds(5)));
+    return TcpStoreClient::Connect("127.0.0.1", port_, token,
+                                   Deadline::In(Scaled(absl::Seconds(5))));
   }
 
   std::string Where() const { return absl::StrCat("127.0.0.1:", port_); }
@@ -130,8 +132,8 @@ TEST_F(TcpStoreTest, SetGetAndAddAcrossProcesses) {
   std::vector<pid_t> children;
   for (int rank = 0; rank < kRanks; ++rank) {
     children.push_back(Spawn([&, rank]() -> int {
-      auto client =
-          TcpStoreClient::Connect("127.0.0.1", port_, kToken, Deadline::In(absl::Seconds(5)));
+      auto client = TcpStoreClient::Connect("127.0.0.1", port_, kToken,
+                                            Deadline::In(Scaled(absl::Seconds(5))));
       CHILD_CHECK(client.ok(), client.status().ToString());
       for (int i = 0; i < 10; ++i) {
         absl::StatusOr<int64_t> added = (*client)->Add("joined", 1);
@@ -141,18 +143,19 @@ TEST_F(TcpStoreTest, SetGetAndAddAcrossProcesses) {
       CHILD_CHECK(set.ok(), set.ToString());
       for (int peer = 0; peer < kRanks; ++peer) {
         absl::StatusOr<std::string> value =
-            (*client)->Get(absl::StrCat("rank/", peer), Deadline::In(absl::Seconds(5)));
+            (*client)->Get(absl::StrCat("rank/", peer), Deadline::In(Scaled(absl::Seconds(5))));
         CHILD_CHECK(value.ok(), value.status().ToString());
         CHILD_CHECK(*value == absl::StrCat("value-", peer), *value);
       }
       return 0;
     }));
   }
-  for (pid_t child : children) EXPECT_EQ(Join(child, absl::Seconds(10)), 0);
+  for (pid_t child : children) EXPECT_EQ(Join(child, Scaled(absl::Seconds(10))), 0);
 
   auto client = Connect();
   ASSERT_TRUE(client.ok()) << client.status();
-  absl::StatusOr<std::string> joined = (*client)->Get("joined", Deadline::In(absl::Seconds(1)));
+  absl::StatusOr<std::string> joined =
+      (*client)->Get("joined", Deadline::In(Scaled(absl::Seconds(1))));
   ASSERT_TRUE(joined.ok()) << joined.status();
   EXPECT_EQ(*joined, "40");
   absl::StatusOr<int64_t> unchanged = (*client)->Add("joined", 0);
@@ -165,9 +168,9 @@ TEST_F(TcpStoreTest, SetOverwritesAndAddRejectsNonIntegers) {
   ASSERT_TRUE(client.ok()) << client.status();
   ASSERT_TRUE((*client)->Set("key", "first").ok());
   ASSERT_TRUE((*client)->Set("key", "second").ok());
-  EXPECT_EQ(*(*client)->Get("key", Deadline::In(absl::Seconds(1))), "second");
+  EXPECT_EQ(*(*client)->Get("key", Deadline::In(Scaled(absl::Seconds(1)))), "second");
   ASSERT_TRUE((*client)->Set("empty", "").ok());
-  EXPECT_EQ(*(*client)->Get("empty", Deadline::In(absl::Seconds(1))), "");
+  EXPECT_EQ(*(*client)->Get("empty", Deadline::In(Scaled(absl::Seconds(1)))), "");
 
   ASSERT_TRUE((*client)->Set("text", "abc").ok());
   absl::StatusOr<int64_t> bad = (*client)->Add("text", 1);
@@ -181,14 +184,14 @@ TEST_F(TcpStoreTest, SetOverwritesAndAddRejectsNonIntegers) {
   // The refusals did not cost the connection.
   EXPECT_EQ(*(*client)->Add("counter", 5), 5);
   EXPECT_EQ(*(*client)->Add("counter", -7), -2);
-  EXPECT_EQ(*(*client)->Get("counter", Deadline::In(absl::Seconds(1))), "-2");
+  EXPECT_EQ(*(*client)->Get("counter", Deadline::In(Scaled(absl::Seconds(1)))), "-2");
 }
 
 TEST_F(TcpStoreTest, GetWaitsForAKeySetLaterByAnotherProcess) {
   const pid_t setter = Spawn([&]() -> int {
     absl::SleepFor(absl::Milliseconds(300));
     auto client =
-        TcpStoreClient::Connect("127.0.0.1", port_, kToken, Deadline::In(absl::Seconds(5)));
+        TcpStoreClient::Connect("127.0.0.1", port_, kToken, Deadline::In(Scaled(absl::Seconds(5))));
     CHILD_CHECK(client.ok(), client.status().ToString());
     absl::Status set = (*client)->Set("late", "worth the wait");
     CHILD_CHECK(set.ok(), set.ToString());
@@ -197,13 +200,14 @@ TEST_F(TcpStoreTest, GetWaitsForAKeySetLaterByAnotherProcess) {
   auto client = Connect();
   ASSERT_TRUE(client.ok()) << client.status();
   const absl::Time start = absl::Now();
-  absl::StatusOr<std::string> value = (*client)->Get("late", Deadline::In(absl::Seconds(5)));
+  absl::StatusOr<std::string> value =
+      (*client)->Get("late", Deadline::In(Scaled(absl::Seconds(5))));
   const absl::Duration waited = absl::Now() - start;
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_EQ(*value, "worth the wait");
   EXPECT_GE(waited, absl::Milliseconds(250));
-  EXPECT_LT(waited, absl::Seconds(4));
-  EXPECT_EQ(Join(setter, absl::Seconds(5)), 0);
+  EXPECT_LT(waited, Scaled(absl::Seconds(4)));
+  EXPECT_EQ(Join(setter, Scaled(absl::Seconds(5))), 0);
 }
 
 TEST_F(TcpStoreTest, GetDeadlineExpiresAndTheClientStillWorks) {
@@ -217,11 +221,11 @@ TEST_F(TcpStoreTest, GetDeadlineExpiresAndTheClientStillWorks) {
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "'missing'")) << missing.status();
   EXPECT_TRUE(absl::StrContains(missing.status().message(), Where())) << missing.status();
   EXPECT_GE(waited, absl::Milliseconds(340));
-  EXPECT_LT(waited, absl::Milliseconds(350) + absl::Seconds(1));
+  EXPECT_LT(waited, absl::Milliseconds(350) + Scaled(absl::Seconds(1)));
 
   // The stream is still in step: the next requests get their own answers.
   ASSERT_TRUE((*client)->Set("after", "fine").ok());
-  EXPECT_EQ(*(*client)->Get("after", Deadline::In(absl::Seconds(1))), "fine");
+  EXPECT_EQ(*(*client)->Get("after", Deadline::In(Scaled(absl::Seconds(1)))), "fine");
   EXPECT_EQ(*(*client)->Add("n", 3), 3);
   // An expired deadline still returns a key that is there.
   EXPECT_EQ(*(*client)->Get("after", Deadline::In(-absl::Seconds(1))), "fine");
@@ -242,11 +246,12 @@ TEST_F(TcpStoreTest, AbortCancelsAWaitingGetPromptly) {
   aborter.join();
   EXPECT_EQ(value.status().code(), absl::StatusCode::kCancelled) << value.status();
   EXPECT_GE(waited, absl::Milliseconds(190));
-  EXPECT_LT(waited, absl::Milliseconds(200 + 600));
+  EXPECT_LT(waited, absl::Milliseconds(200) + Scaled(absl::Milliseconds(600)));
 
   // An already-aborted deadline returns at once; the client stays usable.
-  EXPECT_EQ((*client)->Get("never", Deadline::In(absl::Seconds(5), &aborted)).status().code(),
-            absl::StatusCode::kCancelled);
+  EXPECT_EQ(
+      (*client)->Get("never", Deadline::In(Scaled(absl::Seconds(5)), &aborted)).status().code(),
+      absl::StatusCode::kCancelled);
   EXPECT_TRUE((*client)->Set("still", "usable").ok());
 }
 
@@ -257,7 +262,8 @@ TEST_F(TcpStoreTest, ThreadsShareOneClient) {
   // A thread waiting on a key must not keep another thread from setting it through the same
   // client: that is how sub-communicators share their parent's store.
   std::thread waiter([&] {
-    absl::StatusOr<std::string> value = client.Get("handoff", Deadline::In(absl::Seconds(5)));
+    absl::StatusOr<std::string> value =
+        client.Get("handoff", Deadline::In(Scaled(absl::Seconds(5))));
     EXPECT_TRUE(value.ok()) << value.status();
     if (value.ok()) {
       EXPECT_EQ(*value, "done");
@@ -272,7 +278,7 @@ TEST_F(TcpStoreTest, ThreadsShareOneClient) {
     });
   }
   for (auto& t : adders) t.join();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LT(absl::Now() - start, Scaled(absl::Seconds(2)));
   ASSERT_TRUE(client.Set("handoff", "done").ok());
   waiter.join();
   EXPECT_EQ(*client.Add("shared", 0), 200);
@@ -284,14 +290,15 @@ TEST_F(TcpStoreTest, WrongTokenIsPermissionDenied) {
   EXPECT_EQ(client.status().code(), absl::StatusCode::kPermissionDenied) << client.status();
   EXPECT_TRUE(absl::StrContains(client.status().message(), Where())) << client.status();
   EXPECT_TRUE(absl::StrContains(client.status().message(), "WEFT_TOKEN")) << client.status();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));  // refused, not retried until the deadline
+  EXPECT_LT(absl::Now() - start,
+            Scaled(absl::Seconds(2)));  // refused, not retried until the deadline
 
   // On the wire: an 'E' reply, then the server closes.
   const int fd = DialLoopback(port_);
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(SendRaw(fd, HelloFrame("0123456789abcdef0123456789abcdeX")));
   std::string reply;
-  EXPECT_NE(AwaitClose(fd, absl::Now() + absl::Seconds(2), &reply), absl::InfiniteFuture());
+  EXPECT_NE(AwaitClose(fd, absl::Now() + Scaled(absl::Seconds(2)), &reply), absl::InfiniteFuture());
   ASSERT_GT(reply.size(), 5u);
   EXPECT_EQ(reply[4], 'E');
   close(fd);
@@ -355,14 +362,15 @@ TEST_F(TcpStoreTest, HostileConnectionsDoNotDisturbALegitimateClient) {
   // Refused at once, each with a reason before the close.
   for (int fd : {oversized, authed_oversized, authed_unknown, authed_malformed}) {
     std::string reply;
-    EXPECT_NE(AwaitClose(fd, absl::Now() + absl::Seconds(2), &reply), absl::InfiniteFuture());
+    EXPECT_NE(AwaitClose(fd, absl::Now() + Scaled(absl::Seconds(2)), &reply),
+              absl::InfiniteFuture());
     ASSERT_GT(reply.size(), 4u);
     EXPECT_EQ(reply[4], 'E') << reply.substr(5);
   }
   EXPECT_EQ(Join(legit, absl::Seconds(6) * scale), 0);
 
   // Peers that never complete a hello are dropped at the handshake timeout, not before.
-  const absl::Time limit = opened + kStoreHandshakeTimeout + absl::Seconds(3);
+  const absl::Time limit = opened + kStoreHandshakeTimeout + Scaled(absl::Seconds(3));
   EXPECT_NE(AwaitClose(garbage, limit), absl::InfiniteFuture());
   for (int fd : {silent, truncated}) {
     const absl::Time closed = AwaitClose(fd, limit);
@@ -376,7 +384,7 @@ TEST_F(TcpStoreTest, HostileConnectionsDoNotDisturbALegitimateClient) {
 
   auto client = Connect();
   ASSERT_TRUE(client.ok()) << client.status();
-  EXPECT_EQ(*(*client)->Get("legit/count", Deadline::In(absl::Seconds(1))), "100");
+  EXPECT_EQ(*(*client)->Get("legit/count", Deadline::In(Scaled(absl::Seconds(1)))), "100");
 }
 
 TEST_F(TcpStoreTest, LargeValuesRoundTripAndOversizedOnesAreRefused) {
@@ -385,7 +393,7 @@ TEST_F(TcpStoreTest, LargeValuesRoundTripAndOversizedOnesAreRefused) {
   std::string big(8 << 20, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 + (i >> 13));
   ASSERT_TRUE((*client)->Set("big", big).ok());
-  absl::StatusOr<std::string> back = (*client)->Get("big", Deadline::In(absl::Seconds(5)));
+  absl::StatusOr<std::string> back = (*client)->Get("big", Deadline::In(Scaled(absl::Seconds(5))));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_TRUE(*back == big);
 
@@ -409,11 +417,12 @@ TEST(TcpStoreConnectTest, RetriesUntilTheServerStarts) {
     EXPECT_TRUE(started.ok()) << started.status();
     if (started.ok()) server = *std::move(started);
   });
-  auto client = TcpStoreClient::Connect("127.0.0.1", port, kToken, Deadline::In(absl::Seconds(5)));
+  auto client =
+      TcpStoreClient::Connect("127.0.0.1", port, kToken, Deadline::In(Scaled(absl::Seconds(5))));
   starter.join();
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_TRUE((*client)->Set("k", "v").ok());
-  EXPECT_EQ(*(*client)->Get("k", Deadline::In(absl::Seconds(1))), "v");
+  EXPECT_EQ(*(*client)->Get("k", Deadline::In(Scaled(absl::Seconds(1)))), "v");
 }
 
 TEST(TcpStoreConnectTest, GivesUpAtTheDeadlineNamingTheAddress) {
@@ -432,22 +441,23 @@ TEST(TcpStoreConnectTest, GivesUpAtTheDeadlineNamingTheAddress) {
       << client.status();
   EXPECT_TRUE(absl::StrContains(client.status().message(), "refused")) << client.status();
   EXPECT_GE(waited, absl::Milliseconds(290));
-  EXPECT_LT(waited, absl::Seconds(2));
+  EXPECT_LT(waited, Scaled(absl::Seconds(2)));
 
   std::atomic<bool> aborted{true};
-  EXPECT_EQ(
-      TcpStoreClient::Connect("127.0.0.1", port, kToken, Deadline::In(absl::Seconds(5), &aborted))
-          .status()
-          .code(),
-      absl::StatusCode::kCancelled);
-  EXPECT_EQ(
-      TcpStoreClient::Connect("", port, kToken, Deadline::In(absl::Seconds(1))).status().code(),
-      absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(TcpStoreClient::Connect("127.0.0.1", 0, kToken, Deadline::In(absl::Seconds(1)))
+  EXPECT_EQ(TcpStoreClient::Connect("127.0.0.1", port, kToken,
+                                    Deadline::In(Scaled(absl::Seconds(5)), &aborted))
+                .status()
+                .code(),
+            absl::StatusCode::kCancelled);
+  EXPECT_EQ(TcpStoreClient::Connect("", port, kToken, Deadline::In(Scaled(absl::Seconds(1))))
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(TcpStoreClient::Connect("127.0.0.1", port, "", Deadline::In(absl::Seconds(1)))
+  EXPECT_EQ(TcpStoreClient::Connect("127.0.0.1", 0, kToken, Deadline::In(Scaled(absl::Seconds(1))))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TcpStoreClient::Connect("127.0.0.1", port, "", Deadline::In(Scaled(absl::Seconds(1))))
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
@@ -470,13 +480,14 @@ TEST(TcpStoreServerTest, DestructionIsBoundedAndClientsSeeTheStoreGo) {
   const int port = (*server)->port();
   const int silent = DialLoopback(port);
   ASSERT_GE(silent, 0);
-  auto client = TcpStoreClient::Connect("127.0.0.1", port, kToken, Deadline::In(absl::Seconds(5)));
+  auto client =
+      TcpStoreClient::Connect("127.0.0.1", port, kToken, Deadline::In(Scaled(absl::Seconds(5))));
   ASSERT_TRUE(client.ok()) << client.status();
 
   absl::Status waiting;
   absl::Time returned;
   std::thread waiter([&] {
-    waiting = (*client)->Get("never", Deadline::In(absl::Seconds(10))).status();
+    waiting = (*client)->Get("never", Deadline::In(Scaled(absl::Seconds(10)))).status();
     returned = absl::Now();
   });
   absl::SleepFor(absl::Milliseconds(200));
@@ -484,8 +495,8 @@ TEST(TcpStoreServerTest, DestructionIsBoundedAndClientsSeeTheStoreGo) {
   server->reset();
   const absl::Time destroyed = absl::Now();
   waiter.join();
-  EXPECT_LT(destroyed - start, absl::Seconds(1));
-  EXPECT_LT(returned - destroyed, absl::Seconds(1));
+  EXPECT_LT(destroyed - start, Scaled(absl::Seconds(1)));
+  EXPECT_LT(returned - destroyed, Scaled(absl::Seconds(1)));
   EXPECT_EQ(waiting.code(), absl::StatusCode::kUnavailable) << waiting;
   EXPECT_TRUE(absl::StrContains(waiting.message(), absl::StrCat("127.0.0.1:", port))) << waiting;
   absl::Status after = (*client)->Set("k", "v");

@@ -2,28 +2,44 @@
 // torchrun-style variables) from comm_test.cc. Each suite checks results bit for bit against
 // order-independent expectations and exits non-zero after printing every failure.
 //
-//   comm_worker SUITE [--fake-hosts K]
+//   comm_worker SUITE [--fake-hosts K | --deny-cma]
 //
 // --fake-hosts K sets WEFT_HOSTNAME to host<rank % K> before creating the communicator, so one
-// machine looks like K hosts and mixed shared-memory/TCP layouts get tested.
+// machine looks like K hosts and mixed shared-memory/TCP layouts get tested. --deny-cma makes
+// process_vm_readv fail with EPERM (a seccomp filter), as ptrace restrictions do.
+//
+// WEFT_EXPECT_ALGO ("all_reduce=ring,broadcast=tree"): after the suite, every collective of those
+// kinds in the flight recorder (size it with WEFT_FLIGHT_RECORDER_SIZE) must have run on that
+// algorithm, and at least one of each kind must be there.
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "backoff.h"
 #include "bootstrap/environment.h"
 #include "common/expected_values.h"
+#include "time_scale.h"
 #include "weft/comm/communicator.h"
 
 namespace weft::testing {
@@ -233,7 +249,7 @@ void TestTinyOperationsWithLatePeers(Communicator& comm) {
   const int p = comm.size(), r = comm.rank();
   // Every rank but 0 arrives 100 ms late: rank 0's Submit hands out a Work that is not done,
   // instead of waiting for them.
-  if (r != 0) usleep(100'000);
+  if (r != 0) usleep(static_cast<useconds_t>(100'000 * TimeScale()));
   int64_t late = r + 1;
   Work first = comm.AllReduce(&late, &late, 1, DataType::kInt64, ReduceOp::kSum);
   if (r == 0 && p > 1 && first.Test()) Fail("a tiny all-reduce waited for late peers in Submit");
@@ -290,7 +306,7 @@ int SuiteAsync(Communicator& comm) {
   // test() eventually reports completion without wait().
   std::vector<std::byte> data = Inputs(DataType::kFloat32, ReduceOp::kSum, comm.rank(), 0, 1000);
   Work w = comm.AllReduce(data.data(), data.data(), 1000, DataType::kFloat32, ReduceOp::kSum);
-  for (int i = 0; i < 200000 && !w.Test(); ++i) usleep(50);
+  for (int i = 0; i < 200000 * TimeScale() && !w.Test(); ++i) usleep(50);
   if (!w.Test()) Fail("Test() never reported completion");
   EXPECT_OK(w.status());
   TestTinyOperationsWithLatePeers(comm);
@@ -475,17 +491,17 @@ int SuiteAbort(Communicator& comm) {
     const auto start = absl::Now();
     absl::Status s = w.Wait(absl::Milliseconds(200));
     if (s.code() != absl::StatusCode::kDeadlineExceeded) Fail("short wait: " + s.ToString());
-    if (absl::Now() - start > absl::Seconds(1)) Fail("short wait took too long");
+    if (absl::Now() - start > Scaled(absl::Seconds(1))) Fail("short wait took too long");
     const auto abort_start = absl::Now();
     comm.Abort();
     absl::Status aborted = w.Wait();
     if (aborted.ok()) Fail("aborted operation succeeded");
-    if (absl::Now() - abort_start > absl::Seconds(1)) Fail("abort took more than 1 s");
+    if (absl::Now() - abort_start > Scaled(absl::Seconds(1))) Fail("abort took too long");
     std::fprintf(stderr, "expected error: %s\n", aborted.ToString().c_str());
   }
   // The other ranks never join; they stay alive meanwhile, so the operation is blocked on late
   // peers rather than failed by dead ones.
-  if (comm.rank() != 0) usleep(3 * 1000 * 1000);
+  if (comm.rank() != 0) usleep(static_cast<useconds_t>(3 * 1000 * 1000 * TimeScale()));
   return failures;
 }
 
@@ -526,6 +542,78 @@ bool PinToOneCpu() {
   return false;
 }
 
+// The value of `"key": "..."` in one line of a flight-recorder dump, or "".
+std::string JsonField(absl::string_view line, absl::string_view key) {
+  const std::string start = absl::StrCat("\"", key, "\": \"");
+  const size_t from = line.find(start);
+  if (from == absl::string_view::npos) return "";
+  const size_t begin = from + start.size();
+  const size_t end = line.find('"', begin);
+  return end == absl::string_view::npos ? "" : std::string(line.substr(begin, end - begin));
+}
+
+// Checks WEFT_EXPECT_ALGO against the algorithms the flight recorder says the collectives ran on.
+void CheckAlgorithmsRan(Communicator& comm, const char* expect) {
+  std::map<std::string, std::string> expected;
+  for (absl::string_view item : absl::StrSplit(expect, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(item, '=');
+    expected[kv.first] = kv.second;
+  }
+  absl::StatusOr<std::string> path = comm.DumpFlightRecorder("algorithm check");
+  if (!path.ok()) {
+    Fail("dumping the flight recorder: " + path.status().ToString());
+    return;
+  }
+  std::ifstream file(*path);
+  std::map<std::string, int> seen;
+  std::map<std::string, std::map<std::string, int>> wrong;
+  for (std::string line; std::getline(file, line);) {
+    if (!absl::StrContains(line, "\"collective\": true")) continue;
+    const std::string op = JsonField(line, "op");
+    const auto it = expected.find(op);
+    if (it == expected.end()) continue;
+    ++seen[op];
+    const std::string ran = JsonField(line, "algorithm");
+    if (ran != it->second) ++wrong[op][ran];
+  }
+  std::string report;
+  for (const auto& [op, algorithm] : expected) {
+    if (seen[op] == 0) Fail(absl::StrCat(op, ": no ", op, " in the flight recorder"));
+    for (const auto& [ran, n] : wrong[op]) {
+      Fail(absl::StrCat(op, ": ", n, " of ", seen[op], " ran on ", ran, ", not ", algorithm));
+    }
+    absl::StrAppend(&report, " ", op, "=", algorithm, " (", seen[op], ")");
+  }
+  if (comm.rank() == 0) std::fprintf(stderr, "algorithms checked:%s\n", report.c_str());
+}
+
+// Makes process_vm_readv fail with EPERM in this process (cross-memory attach denied, as ptrace
+// restrictions deny it); every other system call passes.
+bool DenyCrossMemoryAttach() {
+#if defined(__x86_64__) || defined(__aarch64__)
+#if defined(__x86_64__)
+  constexpr uint32_t kArch = AUDIT_ARCH_X86_64;
+#else
+  constexpr uint32_t kArch = AUDIT_ARCH_AARCH64;
+#endif
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program = {static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+#else
+  errno = ENOSYS;  // no filter for this architecture here
+  return false;
+#endif
+}
+
 }  // namespace
 }  // namespace weft::testing
 
@@ -541,6 +629,10 @@ int main(int argc, char** argv) {
     int hosts = 1;
     if (!env.ok() || !absl::SimpleAtoi(argv[3], &hosts) || hosts < 1) return 2;
     setenv("WEFT_HOSTNAME", absl::StrCat("host", env->rank % hosts).c_str(), 1);
+  }
+  if (argc >= 3 && std::string(argv[2]) == "--deny-cma" && !DenyCrossMemoryAttach()) {
+    std::fprintf(stderr, "FAIL denying cross-memory attach: %s\n", std::strerror(errno));
+    return 1;
   }
   if (suite == "oversubscribed" && !PinToOneCpu()) {
     std::fprintf(stderr, "FAIL pinning to one CPU\n");
@@ -574,6 +666,10 @@ int main(int argc, char** argv) {
   else {
     std::fprintf(stderr, "unknown suite %s\n", suite.c_str());
     return 2;
+  }
+  if (const char* expect = std::getenv("WEFT_EXPECT_ALGO"); expect != nullptr) {
+    CheckAlgorithmsRan(**comm, expect);
+    result = failures;
   }
   if (result != 0) {
     std::fprintf(stderr, "rank %d: %d failures\n", (*comm)->rank(), result);

@@ -112,7 +112,7 @@ class Mismatch : public ::testing::TestWithParam<std::string> {
   void ExpectEveryRankReports(const std::string& scenario, const std::string& what_each_called) {
     constexpr int kSize = 4;
     Env env = TransportEnv(GetParam());
-    env.emplace_back("WEFT_TIMEOUT", "30");
+    env.emplace_back("WEFT_TIMEOUT", std::to_string(30 * TimeScale()));
     const TempDir dir;
     env.emplace_back("WEFT_FLIGHT_RECORDER_DIR", dir.path());
     const JobOutcome job =

@@ -27,6 +27,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "time_scale.h"
 #include "weft/comm/communicator.h"
 
 namespace weft::testing {
@@ -187,10 +188,10 @@ int Signal(Communicator& comm) {
   if (dir == nullptr) return 2;
   const std::string path = absl::StrCat(dir, "/rank", comm.rank(), ".json");
   raise(SIGUSR1);
-  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  const absl::Time give_up = absl::Now() + Scaled(absl::Seconds(5));
   while (access(path.c_str(), R_OK) != 0) {
     if (absl::Now() > give_up) {
-      std::printf("no dump at %s 5 s after SIGUSR1\n", path.c_str());
+      std::printf("no dump at %s %d s after SIGUSR1\n", path.c_str(), 5 * TimeScale());
       return 1;
     }
     absl::SleepFor(absl::Milliseconds(10));

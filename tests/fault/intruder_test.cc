@@ -81,7 +81,7 @@ TEST(Intruders, HostileConnectionsDoNotDisturbARunningJob) {
     const std::string transport_hello = tcp::EncodeHello(wrong);
     // The job's own view of the store, only to learn where rank 1 listens.
     absl::StatusOr<std::unique_ptr<TcpStoreClient>> spy = TcpStoreClient::Connect(
-        "127.0.0.1", store_port, parsed->token, Deadline::In(absl::Seconds(10)));
+        "127.0.0.1", store_port, parsed->token, Deadline::In(Scaled(absl::Seconds(10))));
     int listener_port = 0;
     while (!done.load()) {
       Attack(store_port, store_hello, random, &held);
@@ -105,10 +105,11 @@ TEST(Intruders, HostileConnectionsDoNotDisturbARunningJob) {
     for (int fd : held) close(fd);
   });
 
-  const JobOutcome job =
-      RunRanks(FAULT_WORKER, "steady", 3, {*id},
-               {{"WEFT_TRANSPORT", "tcp"}, {"WEFT_SOCKET_IFNAME", "lo"}, {"WEFT_TIMEOUT", "30"}},
-               absl::Seconds(60 * TimeScale()));
+  const JobOutcome job = RunRanks(FAULT_WORKER, "steady", 3, {*id},
+                                  {{"WEFT_TRANSPORT", "tcp"},
+                                   {"WEFT_SOCKET_IFNAME", "lo"},
+                                   {"WEFT_TIMEOUT", std::to_string(30 * TimeScale())}},
+                                  absl::Seconds(60 * TimeScale()));
   done = true;
   attacker.join();
 
@@ -125,10 +126,11 @@ TEST(Intruders, HostileConnectionsDoNotDisturbARunningJob) {
 
   // The store still serves its own clients.
   absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Connect(
-      "127.0.0.1", store_port, parsed->token, Deadline::In(absl::Seconds(10)));
+      "127.0.0.1", store_port, parsed->token, Deadline::In(Scaled(absl::Seconds(10))));
   ASSERT_TRUE(client.ok()) << client.status();
   ASSERT_TRUE((*client)->Set("after", "attack").ok());
-  absl::StatusOr<std::string> value = (*client)->Get("after", Deadline::In(absl::Seconds(10)));
+  absl::StatusOr<std::string> value =
+      (*client)->Get("after", Deadline::In(Scaled(absl::Seconds(10))));
   ASSERT_TRUE(value.ok());
   EXPECT_EQ(*value, "attack");
 }

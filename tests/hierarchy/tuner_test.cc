@@ -29,9 +29,12 @@
 #include "node_layout.h"
 #include "peers.h"
 #include "temp_dir.h"
+#include "time_scale.h"
 
 namespace weft {
 namespace {
+
+using testing::Scaled;
 
 constexpr char kModel[] = R"(# a test machine
 shm.alpha_us 2
@@ -74,7 +77,7 @@ std::unique_ptr<Peers> OneHostPeers() {
   FileStore store(store_dir.path());
   absl::StatusOr<std::unique_ptr<ShmArena>> arena =
       ShmArena::Create(store, absl::StrCat("tuner-test-", getpid(), "-", made++), 0, {0},
-                       ArenaRounds::AreaBytes(), Deadline::In(absl::Seconds(10)));
+                       ArenaRounds::AreaBytes(), Deadline::In(Scaled(absl::Seconds(10))));
   if (!arena.ok()) {
     ADD_FAILURE() << arena.status();
     return nullptr;
@@ -446,21 +449,48 @@ TEST(CostTuner, AcrossNodesAFormulaMovesOntoItsAnchors) {
                    formulas.Predict(AlgorithmId::kRabenseifner, OpKind::kAllReduce, 256, one_host));
 }
 
-TEST(Selector, WeftAlgoOverridesTheTunerWhereItCanRun) {
+TEST(Selector, WeftAlgoOverridesTheTuner) {
   auto peers = FakePeers({"a", "a", "b", "b"}, 0);
   absl::StatusOr<AlgorithmSelector> selector =
-      AlgorithmSelector::Create("all_reduce=ring,broadcast=shm_direct");
+      AlgorithmSelector::Create("all_reduce=ring,broadcast=tree");
   ASSERT_TRUE(selector.ok()) << selector.status();
   selector->SetTuner(std::make_shared<CostTuner>(TestModel()));
+  EXPECT_TRUE(selector->CheckForced(*peers, "auto").ok());
   EXPECT_EQ(selector->Choose(OpKind::kAllReduce, 64 << 20, *peers).algorithm, AlgorithmId::kRing);
+  EXPECT_EQ(selector->Choose(OpKind::kBroadcast, 64 << 20, *peers).algorithm, AlgorithmId::kTree);
   EXPECT_EQ(selector->Choose(OpKind::kAllGather, 64 << 20, *peers).algorithm,
-            AlgorithmId::kHierarchical);
-  // shm_direct cannot span hosts: the tuner decides.
-  EXPECT_EQ(selector->Choose(OpKind::kBroadcast, 64 << 20, *peers).algorithm,
             AlgorithmId::kHierarchical);
   EXPECT_GT(selector->Predict(AlgorithmId::kRing, OpKind::kAllReduce, 64 << 20, *peers), 0);
   EXPECT_TRUE(absl::StrContains(selector->Explain(OpKind::kAllReduce, 1024, *peers),
                                 "WEFT_ALGO forces ring"));
+}
+
+// A forced algorithm that cannot run on the communicator is an error naming it, the collective
+// and the reason, not a quiet fallback to the tuner; a one-rank communicator runs anything.
+TEST(Selector, WeftAlgoThatCannotRunHereIsAnError) {
+  const auto check = [](const std::string& spec, const Peers& peers, const char* transport) {
+    absl::StatusOr<AlgorithmSelector> selector = AlgorithmSelector::Create(spec);
+    EXPECT_TRUE(selector.ok()) << selector.status();
+    return selector.ok() ? selector->CheckForced(peers, transport) : selector.status();
+  };
+  const auto two_hosts = FakePeers({"a", "a", "b", "b"}, 0);
+  const absl::Status across = check("all_reduce=ring,broadcast=shm_direct", *two_hosts, "auto");
+  EXPECT_EQ(across.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(across.message(),
+            "WEFT_ALGO forces shm_direct for broadcast, but it cannot run on this communicator: "
+            "the ranks do not share memory (they span 2 hosts)");
+  // One host without the arena: WEFT_TRANSPORT=tcp.
+  const auto one_host_tcp = FakePeers({"a", "a"}, 1);
+  const absl::Status tcp = check("shm_direct", *one_host_tcp, "tcp");
+  EXPECT_EQ(tcp.message(),
+            "WEFT_ALGO forces shm_direct for all_reduce, but it cannot run on this communicator: "
+            "the ranks do not share memory (transport tcp)");
+  EXPECT_TRUE(absl::StrContains(check("cma", *two_hosts, "auto").message(),
+                                "forces cma_direct for all_reduce"));
+  // Algorithms over links run anywhere; one rank alone runs whatever is forced.
+  EXPECT_TRUE(check("ring", *two_hosts, "tcp").ok());
+  EXPECT_TRUE(check("hierarchical", *one_host_tcp, "tcp").ok());
+  EXPECT_TRUE(check("shm_direct", *FakePeers({"a"}, 0), "tcp").ok());
 }
 
 TEST(Selector, AutoForcesNothing) {
@@ -735,7 +765,8 @@ TEST(AlgorithmTrials, TheIncumbentsMeanMeetsEachChallengersBlock) {
       const AlgorithmTrials::Plan plan = trials.Next(kKind, kBytes, choice);
       if (plan.role == Role::kDecide) {
         EXPECT_TRUE(
-            trials.Decide(kKind, kBytes, choice, *peers, Deadline::In(absl::Seconds(10))).ok());
+            trials.Decide(kKind, kBytes, choice, *peers, Deadline::In(Scaled(absl::Seconds(10))))
+                .ok());
         --rounds;
       }
       const AlgorithmId algorithm = trials.Algorithm(kKind, kBytes, choice, plan);
@@ -844,7 +875,8 @@ std::optional<AlgorithmId> Rounds(const AlgorithmSelector::Choice& choice, int r
     const AlgorithmTrials::Plan plan = trials.Next(kKind, kBytes, choice);
     if (plan.role == Role::kDecide) {
       EXPECT_TRUE(
-          trials.Decide(kKind, kBytes, choice, *peers, Deadline::In(absl::Seconds(10))).ok());
+          trials.Decide(kKind, kBytes, choice, *peers, Deadline::In(Scaled(absl::Seconds(10))))
+              .ok());
       if (ran != nullptr) ran->push_back(std::exchange(round, {}));
       if (--rounds == 0) return trials.Found(kKind, kBytes);
     }
@@ -983,7 +1015,7 @@ class Calibration : public ::testing::Test {
   absl::StatusOr<std::vector<CostModel>> LoadStates(const std::vector<std::string>& hosts) {
     FileStore store(store_dir_.path());
     auto peers = FakePeers(hosts, 0);
-    return LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
+    return LoadOrCalibrate(*peers, store, Deadline::In(Scaled(absl::Seconds(10))));
   }
   // The model of the state a job starts in.
   absl::StatusOr<CostModel> Load(const std::vector<std::string>& hosts) {
@@ -1085,7 +1117,7 @@ TEST_F(Calibration, EveryRankMustAgreeOnSharedBuffers) {
   ASSERT_TRUE(store.Set("tuning/plan", "- shared_buffers").ok());  // as rank 0 would say
   auto peers = FakePeers({"a", "a"}, 1);
   absl::StatusOr<std::vector<CostModel>> model =
-      LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
+      LoadOrCalibrate(*peers, store, Deadline::In(Scaled(absl::Seconds(10))));
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(model.status().message(), "WEFT_SHARED_BUFFERS")) << model.status();
@@ -1097,11 +1129,12 @@ TEST_F(Calibration, ADeadlineTooShortToCalibrateKeepsTheDefaults) {
   FileStore store(store_dir_.path());
   auto peers = FakePeers({"a", "b"}, 0);
   absl::StatusOr<std::vector<CostModel>> model =
-      LoadOrCalibrate(*peers, store, Deadline::In(absl::Seconds(10)));
+      LoadOrCalibrate(*peers, store, Deadline::In(Scaled(absl::Seconds(10))));
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(model->front().source(), "built-in defaults");
   EXPECT_NE(access(TuningCachePath().c_str(), F_OK), 0);
-  absl::StatusOr<std::string> plan = store.Get("tuning/plan", Deadline::In(absl::Seconds(1)));
+  absl::StatusOr<std::string> plan =
+      store.Get("tuning/plan", Deadline::In(Scaled(absl::Seconds(1))));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(*plan, "-");
 }

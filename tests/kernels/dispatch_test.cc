@@ -2,11 +2,18 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <ostream>
+#include <string>
 
 #include "reference.h"
 #include "weft/kernels/reduce.h"
 
-namespace weft::testing {
+namespace weft {
+
+// Test names and CTest show the level by name.
+void PrintTo(SimdLevel level, std::ostream* out) { *out << Name(level); }
+
+namespace testing {
 namespace {
 
 SimdLevel BestLevel() {
@@ -38,6 +45,28 @@ TEST(DispatchTest, SetSimdLevelForTestingClampsToTheCpu) {
   SetSimdLevelForTesting(initial);
 }
 
+// One case per SIMD level: the kernel tests run each level the CPU has and pass over the others,
+// so a level the CPU lacks shows as a skipped case naming it (scripts/run-tests lists both).
+class SimdLevels : public ::testing::TestWithParam<SimdLevel> {};
+
+TEST_P(SimdLevels, KernelTestsRunAt) {
+  const SimdLevel level = GetParam();
+  if (!CpuSupports(level)) {
+    GTEST_SKIP() << "this CPU lacks " << Name(level) << ": the kernel tests skip its kernels";
+  }
+  const SimdLevel initial = ActiveSimdLevel();
+  SetSimdLevelForTesting(level);
+  EXPECT_EQ(ActiveSimdLevel(), level);
+  int32_t x = 2;
+  const int32_t y = 3;
+  ReduceInto(DataType::kInt32, ReduceOp::kProd, &x, &y, 1);
+  EXPECT_EQ(x, 6);
+  SetSimdLevelForTesting(initial);
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, SimdLevels, ::testing::ValuesIn(kAllLevels),
+                         [](const auto& info) { return std::string(Name(info.param)); });
+
 // The environment is read once per process, so each case runs in a fresh child process (the
 // threadsafe death-test style re-executes this binary for just this test).
 void ExpectLevelUnderEnvironment(const char* value, SimdLevel expected) {
@@ -59,4 +88,5 @@ TEST(DispatchTest, EnvironmentLowersTheLevel) {
 }
 
 }  // namespace
-}  // namespace weft::testing
+}  // namespace testing
+}  // namespace weft

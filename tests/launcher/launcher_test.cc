@@ -33,10 +33,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "temp_dir.h"
+#include "time_scale.h"
 
 extern char** environ;
 
 namespace {
+
+using weft::testing::Scaled;
+using weft::testing::TimeScale;
 
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
@@ -198,7 +202,7 @@ class Launcher {
 };
 
 Finished RunWeftrun(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
-                    absl::Duration bound = absl::Seconds(10)) {
+                    absl::Duration bound = Scaled(absl::Seconds(10))) {
   return Launcher(args, env).Wait(bound);
 }
 
@@ -336,8 +340,8 @@ TEST(LauncherTest, TwoNodesMeetAtNodeZerosStoreWhichOutlivesTheirRanks) {
                  env);
   Launcher node0(
       {"--nnodes=2", "--node-rank=0", "--master-port", port, "-n", "2", STORE_PROBE_PATH}, env);
-  const Finished f0 = node0.Wait(absl::Seconds(15));
-  const Finished f1 = node1.Wait(absl::Seconds(15));
+  const Finished f0 = node0.Wait(Scaled(absl::Seconds(15)));
+  const Finished f1 = node1.Wait(Scaled(absl::Seconds(15)));
   ASSERT_EQ(ExitCode(f0), 0) << Describe(f0);
   ASSERT_EQ(ExitCode(f1), 0) << Describe(f1);
   std::vector<std::string> lines0 = Lines(f0.out), lines1 = Lines(f1.out);
@@ -360,12 +364,12 @@ TEST(LauncherTest, FailureOnNodeZeroDoesNotLeaveOtherNodesWaiting) {
   Launcher node0({"--nnodes", "2", "--node-rank", "0", "--master-port", port, "-n", "2", "/bin/sh",
                   "-c", "sleep 0.3; exit 5"},
                  env);
-  const Finished f0 = node0.Wait(absl::Seconds(15));
-  const Finished f1 = node1.Wait(absl::Seconds(15));
+  const Finished f0 = node0.Wait(Scaled(absl::Seconds(15)));
+  const Finished f1 = node1.Wait(Scaled(absl::Seconds(15)));
   EXPECT_EQ(ExitCode(f0), 5) << Describe(f0);
-  EXPECT_LT(f0.elapsed, absl::Seconds(3)) << Describe(f0);
+  EXPECT_LT(f0.elapsed, Scaled(absl::Seconds(3))) << Describe(f0);
   EXPECT_EQ(ExitCode(f1), 1) << Describe(f1);
-  EXPECT_LT(f1.elapsed, absl::Seconds(5)) << Describe(f1);
+  EXPECT_LT(f1.elapsed, Scaled(absl::Seconds(5))) << Describe(f1);
   // Either rank of node 1 may be the first to report; weftrun then stops the other.
   EXPECT_THAT(f1.err,
               ContainsRegex("store_probe: rank [23]: waiting for rank 0 to publish 'probe'"));
@@ -400,7 +404,7 @@ TEST(LauncherTest, FailingRankStopsTheOthers) {
                                  "echo pid=$$; if [ $WEFT_RANK = 1 ]; then sleep 0.2; exit 3; fi;"
                                  " exec sleep 30"});
   EXPECT_EQ(ExitCode(f), 3) << Describe(f);
-  EXPECT_LT(f.elapsed, absl::Seconds(5)) << Describe(f);
+  EXPECT_LT(f.elapsed, Scaled(absl::Seconds(5))) << Describe(f);
   const std::vector<pid_t> pids = Pids(f.out, "pid");
   ASSERT_EQ(pids.size(), 4u) << Describe(f);
   std::string rank1_pid;
@@ -409,7 +413,7 @@ TEST(LauncherTest, FailingRankStopsTheOthers) {
   }
   EXPECT_EQ(f.err, absl::StrCat("weftrun: rank 1 (pid ", rank1_pid,
                                 ") exited with status 3; stopping the other 3 ranks\n"));
-  EXPECT_TRUE(AllGone(pids, absl::Seconds(2)));
+  EXPECT_TRUE(AllGone(pids, Scaled(absl::Seconds(2))));
 }
 
 TEST(LauncherTest, RankKilledBySignalIsNamed) {
@@ -417,7 +421,7 @@ TEST(LauncherTest, RankKilledBySignalIsNamed) {
       RunWeftrun({"-n", "2", "/bin/sh", "-c",
                   "if [ $WEFT_RANK = 0 ]; then sleep 0.2; kill -KILL $$; fi; exec sleep 30"});
   EXPECT_EQ(ExitCode(f), 128 + SIGKILL) << Describe(f);
-  EXPECT_LT(f.elapsed, absl::Seconds(5)) << Describe(f);
+  EXPECT_LT(f.elapsed, Scaled(absl::Seconds(5))) << Describe(f);
   EXPECT_THAT(f.err, HasSubstr("weftrun: rank 0 (pid "));
   EXPECT_THAT(f.err, HasSubstr(") was killed by signal 9 (SIGKILL); stopping the other rank\n"));
 }
@@ -425,23 +429,24 @@ TEST(LauncherTest, RankKilledBySignalIsNamed) {
 TEST(LauncherTest, RankIgnoringSigtermIsKilledAfterTheGrace) {
   const weft::testing::TempDir temp("weftrun-test");
   const std::string& dir = temp.path();
-  const Finished f = RunWeftrun({"-n", "2", "--timeout", "20", "/bin/sh", "-c",
-                                 absl::StrCat("if [ $WEFT_RANK = 0 ]; then"
-                                              "  while [ ! -e ",
-                                              dir,
-                                              "/ready ]; do sleep 0.02; done;"
-                                              "  exit 1;"
-                                              " fi;"
-                                              " trap '' TERM; echo pid=$$; touch ",
-                                              dir,
-                                              "/ready;"
-                                              " exec sleep 30")});
+  const Finished f =
+      RunWeftrun({"-n", "2", "--timeout", absl::StrCat(20 * TimeScale()), "/bin/sh", "-c",
+                  absl::StrCat("if [ $WEFT_RANK = 0 ]; then"
+                               "  while [ ! -e ",
+                               dir,
+                               "/ready ]; do sleep 0.02; done;"
+                               "  exit 1;"
+                               " fi;"
+                               " trap '' TERM; echo pid=$$; touch ",
+                               dir,
+                               "/ready;"
+                               " exec sleep 30")});
   EXPECT_EQ(ExitCode(f), 1) << Describe(f);
   EXPECT_GE(f.elapsed, absl::Seconds(2.5)) << Describe(f);
-  EXPECT_LT(f.elapsed, absl::Seconds(8)) << Describe(f);
+  EXPECT_LT(f.elapsed, Scaled(absl::Seconds(8))) << Describe(f);
   EXPECT_THAT(f.err, HasSubstr("exited with status 1; stopping the other rank\n"));
   EXPECT_THAT(f.err, HasSubstr("weftrun: 1 rank still running 3s after SIGTERM; killing them\n"));
-  EXPECT_TRUE(AllGone(Pids(f.out, "pid"), absl::Seconds(2)));
+  EXPECT_TRUE(AllGone(Pids(f.out, "pid"), Scaled(absl::Seconds(2))));
   unlink(absl::StrCat(dir, "/ready").c_str());
   rmdir(dir.c_str());
 }
@@ -451,11 +456,11 @@ TEST(LauncherTest, TimeoutStopsTheJobAndNamesTheRanksStillRunning) {
                                  "[ $WEFT_RANK = 1 ] && exit 0; echo pid=$$; exec sleep 30"});
   EXPECT_EQ(ExitCode(f), 124) << Describe(f);
   EXPECT_GE(f.elapsed, absl::Milliseconds(500)) << Describe(f);
-  EXPECT_LT(f.elapsed, absl::Seconds(4)) << Describe(f);
+  EXPECT_LT(f.elapsed, Scaled(absl::Seconds(4))) << Describe(f);
   EXPECT_EQ(f.err,
             "weftrun: --timeout 500ms expired with 2 of 3 ranks still running "
             "(ranks 0, 2); stopping them\n");
-  EXPECT_TRUE(AllGone(Pids(f.out, "pid"), absl::Seconds(2)));
+  EXPECT_TRUE(AllGone(Pids(f.out, "pid"), Scaled(absl::Seconds(2))));
 }
 
 TEST(LauncherTest, ProgramThatCannotRunExits127) {
@@ -545,52 +550,52 @@ TEST(LauncherTest, StdoutAndStderrStaySeparate) {
 
 TEST(LauncherTest, SigtermToTheLauncherReachesEveryProcessOfEveryRank) {
   Launcher launcher({"-n", "3", "/bin/sh", "-c", "sleep 30 & echo child=$!; wait"});
-  ASSERT_TRUE(launcher.WaitForStdout("child=", 3, absl::Seconds(5)));
+  ASSERT_TRUE(launcher.WaitForStdout("child=", 3, Scaled(absl::Seconds(5))));
   ASSERT_EQ(kill(launcher.pid(), SIGTERM), 0);
-  const Finished f = launcher.Wait(absl::Seconds(5));
+  const Finished f = launcher.Wait(Scaled(absl::Seconds(5)));
   ASSERT_TRUE(WIFSIGNALED(f.status)) << Describe(f);
   EXPECT_EQ(WTERMSIG(f.status), SIGTERM);
   EXPECT_THAT(f.err, HasSubstr("weftrun: received SIGTERM; passing it to the 3 running ranks"));
   EXPECT_THAT(f.err, Not(HasSubstr("rank 0 (pid")));  // told to stop: not reported as failures
   const std::vector<pid_t> children = Pids(f.out, "child");
   ASSERT_EQ(children.size(), 3u) << Describe(f);
-  EXPECT_TRUE(AllGone(children, absl::Seconds(2)));
+  EXPECT_TRUE(AllGone(children, Scaled(absl::Seconds(2))));
 }
 
 TEST(LauncherTest, SecondSigintKillsRanksThatSurviveTheFirst) {
   Launcher launcher({"-n", "2", "/bin/sh", "-c",
                      "trap 'echo interrupted' INT; echo pid=$$;"
                      " while :; do sleep 0.05; done"});
-  ASSERT_TRUE(launcher.WaitForStdout("pid=", 2, absl::Seconds(5)));
+  ASSERT_TRUE(launcher.WaitForStdout("pid=", 2, Scaled(absl::Seconds(5))));
   ASSERT_EQ(kill(launcher.pid(), SIGINT), 0);
-  ASSERT_TRUE(launcher.WaitForStdout("interrupted", 2, absl::Seconds(5)));
+  ASSERT_TRUE(launcher.WaitForStdout("interrupted", 2, Scaled(absl::Seconds(5))));
   ASSERT_EQ(kill(launcher.pid(), SIGINT), 0);
-  const Finished f = launcher.Wait(absl::Seconds(5));
+  const Finished f = launcher.Wait(Scaled(absl::Seconds(5)));
   ASSERT_TRUE(WIFSIGNALED(f.status)) << Describe(f);
   EXPECT_EQ(WTERMSIG(f.status), SIGINT);
   EXPECT_THAT(f.err, HasSubstr("weftrun: received SIGINT again; killing the 2 running ranks"));
-  EXPECT_TRUE(AllGone(Pids(f.out, "pid"), absl::Seconds(2)));
+  EXPECT_TRUE(AllGone(Pids(f.out, "pid"), Scaled(absl::Seconds(2))));
 }
 
 TEST(LauncherTest, RanksDieWhenTheLauncherIsKilledOutright) {
   Launcher launcher({"-n", "2", "/bin/sh", "-c", "echo pid=$$; exec sleep 30"});
-  ASSERT_TRUE(launcher.WaitForStdout("pid=", 2, absl::Seconds(5)));
+  ASSERT_TRUE(launcher.WaitForStdout("pid=", 2, Scaled(absl::Seconds(5))));
   ASSERT_EQ(kill(launcher.pid(), SIGKILL), 0);
-  const Finished f = launcher.Wait(absl::Seconds(5));
+  const Finished f = launcher.Wait(Scaled(absl::Seconds(5)));
   const std::vector<pid_t> pids = Pids(f.out, "pid");
   ASSERT_EQ(pids.size(), 2u) << Describe(f);
-  EXPECT_TRUE(AllGone(pids, absl::Seconds(2)));
+  EXPECT_TRUE(AllGone(pids, Scaled(absl::Seconds(2))));
 }
 
 TEST(LauncherTest, ReaderOfStdoutGoingAwayReachesTheRanks) {
-  Launcher launcher({"--timeout", "10", "-n", "1", "/bin/sh", "-c",
+  Launcher launcher({"--timeout", absl::StrCat(10 * TimeScale()), "-n", "1", "/bin/sh", "-c",
                      "echo first; while :; do echo more; sleep 0.01; done"});
-  ASSERT_TRUE(launcher.WaitForStdout("first", 1, absl::Seconds(5)));
+  ASSERT_TRUE(launcher.WaitForStdout("first", 1, Scaled(absl::Seconds(5))));
   launcher.CloseOut();
-  const Finished f = launcher.Wait(absl::Seconds(8));
+  const Finished f = launcher.Wait(Scaled(absl::Seconds(8)));
   EXPECT_EQ(ExitCode(f), 128 + SIGPIPE) << Describe(f);
   EXPECT_THAT(f.err, HasSubstr("was killed by signal 13 (SIGPIPE)"));
-  EXPECT_LT(f.elapsed, absl::Seconds(5)) << Describe(f);
+  EXPECT_LT(f.elapsed, Scaled(absl::Seconds(5))) << Describe(f);
 }
 
 }  // namespace

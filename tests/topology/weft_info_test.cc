@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "subprocess.h"
 #include "temp_dir.h"
+#include "time_scale.h"
 
 namespace weft::testing {
 namespace {
@@ -29,7 +30,7 @@ constexpr std::chrono::seconds kLimit(20);
 ProcessResult Info(const std::vector<std::string>& args, const Env& env = {}) {
   std::vector<std::string> argv = {WEFT_INFO};
   argv.insert(argv.end(), args.begin(), args.end());
-  return RunProcess(argv, env, kLimit);
+  return RunProcess(argv, env, Scaled(kLimit));
 }
 
 // A file in a fresh temporary directory, removed with the fixture.
@@ -164,12 +165,17 @@ TEST_F(WeftInfo, WeftrunBindsRanksOnlyWhenAskedAndNotAlreadyBound) {
             "weft-topology 1\nhostname h\npackages 1\n"
             "numa 0 package 0 memory 0 cpus 0\nnuma 1 package 0 memory 0 cpus 1\n"
             "core package 0 numa 0 cpus 0\ncore package 0 numa 1 cpus 1\n");
-  const std::vector<std::string> job = {
-      WEFTRUN,     "-n", "2",
-      "--timeout", "15", "--",
-      "/bin/sh",   "-c", "grep Cpus_allowed_list /proc/self/status"};
+  const std::vector<std::string> job = {WEFTRUN,
+                                        "-n",
+                                        "2",
+                                        "--timeout",
+                                        std::to_string(15 * TimeScale()),
+                                        "--",
+                                        "/bin/sh",
+                                        "-c",
+                                        "grep Cpus_allowed_list /proc/self/status"};
   const Env env = {{"WEFT_TOPO_FILE", Path("two-nodes.txt")}, {"WEFT_BIND", "numa"}};
-  const ProcessResult bound = RunProcess(job, env, kLimit);
+  const ProcessResult bound = RunProcess(job, env, Scaled(kLimit));
   ASSERT_EQ(bound.exit_code, 0) << bound.output;
   EXPECT_TRUE(std::regex_search(bound.output, std::regex("\\[0\\] Cpus_allowed_list:\\s+0\n")))
       << bound.output;
@@ -178,13 +184,14 @@ TEST_F(WeftInfo, WeftrunBindsRanksOnlyWhenAskedAndNotAlreadyBound) {
 
   std::vector<std::string> under_taskset = {"taskset", "-c", "1"};
   under_taskset.insert(under_taskset.end(), job.begin(), job.end());
-  const ProcessResult kept = RunProcess(under_taskset, env, kLimit);
+  const ProcessResult kept = RunProcess(under_taskset, env, Scaled(kLimit));
   ASSERT_EQ(kept.exit_code, 0) << kept.output;
   EXPECT_TRUE(std::regex_search(kept.output, std::regex("\\[0\\] Cpus_allowed_list:\\s+1\n")))
       << kept.output;
   EXPECT_TRUE(absl::StrContains(kept.output, "already bound to CPUs 1")) << kept.output;
 
-  const ProcessResult off = RunProcess(job, {{"WEFT_TOPO_FILE", Path("two-nodes.txt")}}, kLimit);
+  const ProcessResult off =
+      RunProcess(job, {{"WEFT_TOPO_FILE", Path("two-nodes.txt")}}, Scaled(kLimit));
   ASSERT_EQ(off.exit_code, 0) << off.output;
   EXPECT_FALSE(absl::StrContains(off.output, "WEFT_BIND")) << off.output;
   EXPECT_TRUE(std::regex_search(off.output, std::regex("\\[1\\] Cpus_allowed_list:\\s+0-1\n")))

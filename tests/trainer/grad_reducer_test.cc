@@ -6,14 +6,16 @@
 
 #include "gtest/gtest.h"
 #include "subprocess.h"
+#include "time_scale.h"
 
 namespace weft::testing {
 namespace {
 
 ProcessResult RunWorker(int ranks, std::vector<std::pair<std::string, std::string>> env) {
-  env.emplace_back("WEFT_TIMEOUT", "30");
-  return RunProcess({WEFTRUN, "-n", std::to_string(ranks), "--timeout", "60", "--", REDUCER_WORKER},
-                    env, std::chrono::seconds(70));
+  env.emplace_back("WEFT_TIMEOUT", std::to_string(30 * TimeScale()));
+  return RunProcess({WEFTRUN, "-n", std::to_string(ranks), "--timeout",
+                     std::to_string(60 * TimeScale()), "--", REDUCER_WORKER},
+                    env, Scaled(std::chrono::seconds(70)));
 }
 
 class GradReducerRanks : public ::testing::TestWithParam<int> {};

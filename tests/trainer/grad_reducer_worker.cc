@@ -16,10 +16,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "time_scale.h"
 #include "weft/comm/communicator.h"
 #include "weft/comm/grad_reducer.h"
 
 namespace {
+
+using weft::testing::Scaled;
+using weft::testing::TimeScale;
 
 int failures = 0;
 int rank = 0;
@@ -132,7 +136,7 @@ void TestBucketsAndAverages(weft::Communicator* comm) {
             absl::StrCat("bucket 0 not issued when complete (issued ", issued_before, ")"));
     }
     Check(red.buckets_issued() == red.num_buckets(), "every bucket issued once all are ready");
-    CheckOk(red.Finish(absl::Seconds(30)), "Finish");
+    CheckOk(red.Finish(Scaled(absl::Seconds(30))), "Finish");
     Check(grads.Holds(size, true), absl::StrCat("pass ", pass, ": averages"));
   }
 
@@ -141,7 +145,7 @@ void TestBucketsAndAverages(weft::Communicator* comm) {
   red.BeginBackward(/*sync=*/false);
   for (size_t k = 0; k < counts.size(); ++k) CheckOk(red.MarkReady(k), "MarkReady no_sync");
   Check(red.buckets_issued() == 0, "no_sync must issue nothing");
-  CheckOk(red.Finish(absl::Seconds(30)), "Finish no_sync");
+  CheckOk(red.Finish(Scaled(absl::Seconds(30))), "Finish no_sync");
   Check(grads.Holds(size, false), "no_sync keeps local gradients");
 
   // Misuse is reported, naming the gradient.
@@ -176,10 +180,11 @@ void TestDeadline(weft::Communicator* comm) {
   if (!reducer.ok()) return;
   grads.Fill(rank);
   (*reducer)->BeginBackward(true);
-  // Rank 1 is late: rank 0's Finish must give up at its deadline, not hang.
-  if (rank == 1) usleep(800 * 1000);
+  // Rank 1 is late: rank 0's Finish must give up at its deadline, not hang. Scaled: on a loaded
+  // machine rank 0 may take long to reach Finish, and rank 1 must still come after its deadline.
+  if (rank == 1) usleep(static_cast<useconds_t>(800 * 1000 * TimeScale()));
   CheckOk((*reducer)->MarkReady(0), "MarkReady");
-  const absl::Duration timeout = rank == 0 ? absl::Milliseconds(100) : absl::Seconds(30);
+  const absl::Duration timeout = rank == 0 ? absl::Milliseconds(100) : Scaled(absl::Seconds(30));
   absl::Status s = (*reducer)->Finish(timeout);
   if (rank == 0) {
     Check(absl::IsDeadlineExceeded(s) && absl::StrContains(s.message(), "not reduced within"),
@@ -189,13 +194,14 @@ void TestDeadline(weft::Communicator* comm) {
   }
   // The destructor waits for the bucket still in flight; then everyone meets.
   reducer->reset();
-  CheckOk(comm->Barrier().Wait(absl::Seconds(30)), "Barrier");
+  CheckOk(comm->Barrier().Wait(Scaled(absl::Seconds(30))), "Barrier");
 }
 
 }  // namespace
 
 int main() {
-  alarm(60);  // a hung collective fails the test instead of hanging it
+  alarm(static_cast<unsigned>(
+      60 * TimeScale()));  // a hung collective fails the test instead of hanging it
   auto comm = weft::Communicator::CreateFromEnvironment();
   if (!comm.ok()) {
     std::fprintf(stderr, "communicator: %s\n", comm.status().ToString().c_str());

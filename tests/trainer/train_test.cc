@@ -27,6 +27,7 @@
 #include "checkpoint.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
+#include "time_scale.h"
 
 namespace weft::testing {
 namespace {
@@ -62,13 +63,15 @@ class TrainTest : public ::testing::Test {
   ProcessResult Train(int ranks, const std::string& out, std::vector<std::string> args) {
     std::vector<std::string> argv;
     if (ranks > 0) {
-      argv = {WEFTRUN, "-n", std::to_string(ranks), "--timeout", "60", "--"};
+      argv = {WEFTRUN, "-n", std::to_string(ranks), "--timeout", std::to_string(60 * TimeScale()),
+              "--"};
     }
     argv.insert(argv.end(),
                 {WEFT_TRAIN, "--config", TINY_CONFIG, "--out", (dir_ / out).string(), "--set",
                  "data=" + (dir_ / "corpus.txt").string(), "--set", "sample_tokens=0"});
     argv.insert(argv.end(), args.begin(), args.end());
-    return RunProcess(argv, Env{{"WEFT_TIMEOUT", "30"}}, std::chrono::seconds(70));
+    return RunProcess(argv, Env{{"WEFT_TIMEOUT", std::to_string(30 * TimeScale())}},
+                      Scaled(std::chrono::seconds(70)));
   }
 
   // step → the value of `key` exactly as written in metrics.jsonl.

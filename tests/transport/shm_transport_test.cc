@@ -31,6 +31,7 @@
 #include "gtest/gtest.h"
 #include "op_kind.h"
 #include "temp_dir.h"
+#include "time_scale.h"
 #include "transport/link.h"
 #include "transport/shm/arena.h"
 #include "transport/shm/ring.h"
@@ -40,7 +41,9 @@
 namespace weft {
 namespace {
 
+using ::weft::testing::Scaled;
 using ::weft::testing::TempDir;
+using ::weft::testing::TimeScale;
 
 constexpr int kChildAlarmSeconds = 20;
 constexpr size_t kLarge = size_t{64} << 20;
@@ -70,7 +73,7 @@ std::vector<std::string> LeftoverShmObjects(const std::string& unique_name) {
 absl::Status NamesGoneOnceAllConnected(Store& store, const std::string& unique_name, int rank,
                                        int size) {
   if (absl::Status s =
-          StoreBarrier(store, "connected", rank, size, Deadline::In(absl::Seconds(10)));
+          StoreBarrier(store, "connected", rank, size, Deadline::In(Scaled(absl::Seconds(10))));
       !s.ok()) {
     return s;
   }
@@ -95,7 +98,7 @@ std::vector<ChildResult> RunRanks(int n, const std::function<absl::Status(int, S
   for (int rank = 0; rank < n; ++rank) {
     const pid_t pid = fork();
     if (pid == 0) {
-      alarm(kChildAlarmSeconds);
+      alarm(kChildAlarmSeconds * TimeScale());
       FileStore store(dir.path());
       const absl::Status status = body(rank, store);
       if (!status.ok()) fprintf(stderr, "rank %d failed: %s\n", rank, status.ToString().c_str());
@@ -137,7 +140,7 @@ ConnectContext ContextFor(const Job& job, Store& store, int rank, int size) {
   context.host_ids.assign(size, "this-host");
   context.token = job.token;
   context.unique_name = job.unique_name;
-  context.deadline = Deadline::In(absl::Seconds(10));
+  context.deadline = Deadline::In(Scaled(absl::Seconds(10)));
   return context;
 }
 
@@ -164,7 +167,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Link>>> ConnectMesh(const Job& job, S
 
 // Progresses `links` until `done()` holds.
 absl::Status Drive(const std::vector<Link*>& links, const std::function<bool()>& done,
-                   const Deadline& deadline = Deadline::In(absl::Seconds(10))) {
+                   const Deadline& deadline = Deadline::In(Scaled(absl::Seconds(10)))) {
   Backoff backoff;
   while (!done()) {
     bool moved = false;
@@ -435,7 +438,7 @@ TEST(ShmTransport, KilledPeerIsReportedPromptly) {
           !absl::StrContains(status.message(), "exited")) {
         return absl::InternalError(absl::StrCat("unexpected outcome: ", status.ToString()));
       }
-      if (took > absl::Seconds(2)) {
+      if (took > Scaled(absl::Seconds(2))) {
         return absl::InternalError(
             absl::StrCat("the death took ", absl::FormatDuration(took), " to notice"));
       }
@@ -460,7 +463,7 @@ TEST(ShmTransport, ClosedPeerIsReported) {
       const uint64_t id = link->PostSend(SendEnvelope(0, 8), &value, 8);
       if (absl::Status s = Drive({link}, [&] { return link->SendDone(id); }); !s.ok()) return s;
       links->clear();
-      return StoreBarrier(store, "closed", rank, 2, Deadline::In(absl::Seconds(10)));
+      return StoreBarrier(store, "closed", rank, 2, Deadline::In(Scaled(absl::Seconds(10))));
     }
     const uint64_t first = link->PostRecv(SendEnvelope(0, 8), RecvSink::Copy(&value), 8);
     const uint64_t second = link->PostRecv(SendEnvelope(1, 8), RecvSink::Copy(&value), 8);
@@ -469,7 +472,7 @@ TEST(ShmTransport, ClosedPeerIsReported) {
         !absl::StrContains(status.message(), "rank 1 closed its end")) {
       return absl::InternalError(absl::StrCat("unexpected outcome: ", status.ToString()));
     }
-    return StoreBarrier(store, "closed", rank, 2, Deadline::In(absl::Seconds(10)));
+    return StoreBarrier(store, "closed", rank, 2, Deadline::In(Scaled(absl::Seconds(10))));
   }));
 }
 
@@ -599,7 +602,7 @@ TEST(ShmArena, PublishAndWaitAcrossFourProcesses) {
   constexpr int kRounds = 300;
   const std::string unique_name = NewUniqueName("arena");
   ExpectAllSucceeded(RunRanks(kRanks, [&](int rank, Store& store) -> absl::Status {
-    const Deadline deadline = Deadline::In(absl::Seconds(10));
+    const Deadline deadline = Deadline::In(Scaled(absl::Seconds(10)));
     absl::StatusOr<std::unique_ptr<ShmArena>> arena =
         ShmArena::Create(store, unique_name, rank, Range(kRanks), 100000, deadline);
     if (!arena.ok()) return arena.status();
@@ -643,7 +646,7 @@ TEST(ShmArena, PublishWakesSleepersInOtherProcesses) {
   constexpr int kRounds = 21;
   const std::string unique_name = NewUniqueName("arena-wake");
   ExpectAllSucceeded(RunRanks(2, [&](int rank, Store& store) -> absl::Status {
-    const Deadline deadline = Deadline::In(absl::Seconds(10));
+    const Deadline deadline = Deadline::In(Scaled(absl::Seconds(10)));
     absl::StatusOr<std::unique_ptr<ShmArena>> arena =
         ShmArena::Create(store, unique_name, rank, {0, 1}, 4096, deadline);
     if (!arena.ok()) return arena.status();
@@ -679,20 +682,20 @@ TEST(ShmArena, WaitTimesOutAndAborts) {
   TempDir dir;
   FileStore store(dir.path());
   absl::StatusOr<std::unique_ptr<ShmArena>> arena =
-      ShmArena::Create(store, unique_name, 0, {0}, 1, Deadline::In(absl::Seconds(5)));
+      ShmArena::Create(store, unique_name, 0, {0}, 1, Deadline::In(Scaled(absl::Seconds(5))));
   ASSERT_TRUE(arena.ok()) << arena.status();
   EXPECT_TRUE(LeftoverShmObjects(unique_name).empty());
   ShmArena& a = **arena;
   a.Publish(3, 5);
   EXPECT_EQ(a.Read(0, 3), 5u);
-  EXPECT_TRUE(a.WaitAtLeast(0, 3, 5, Deadline::In(absl::Seconds(1))).ok());
+  EXPECT_TRUE(a.WaitAtLeast(0, 3, 5, Deadline::In(Scaled(absl::Seconds(1)))).ok());
 
   absl::Time start = absl::Now();
   absl::Status status = a.WaitAtLeast(0, 3, 6, Deadline::In(absl::Milliseconds(50)));
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
   EXPECT_TRUE(absl::StrContains(status.message(), "it is at 5")) << status;
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(50));
-  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));
+  EXPECT_LT(absl::Now() - start, Scaled(absl::Milliseconds(500)));
 
   std::atomic<bool> aborted{false};
   start = absl::Now();
@@ -700,10 +703,10 @@ TEST(ShmArena, WaitTimesOutAndAborts) {
     absl::SleepFor(absl::Milliseconds(30));
     aborted.store(true);
   });
-  status = a.WaitAtLeast(0, 3, 6, Deadline::In(absl::Seconds(5), &aborted));
+  status = a.WaitAtLeast(0, 3, 6, Deadline::In(Scaled(absl::Seconds(5)), &aborted));
   aborter.join();
   EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
-  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));
+  EXPECT_LT(absl::Now() - start, Scaled(absl::Milliseconds(500)));
 
   // A Publish from another thread wakes a sleeping waiter.
   std::thread publisher([&] {
@@ -711,15 +714,15 @@ TEST(ShmArena, WaitTimesOutAndAborts) {
     a.Publish(3, 7);
   });
   start = absl::Now();
-  EXPECT_TRUE(a.WaitAtLeast(0, 3, 7, Deadline::In(absl::Seconds(5))).ok());
+  EXPECT_TRUE(a.WaitAtLeast(0, 3, 7, Deadline::In(Scaled(absl::Seconds(5)))).ok());
   publisher.join();
-  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));
+  EXPECT_LT(absl::Now() - start, Scaled(absl::Milliseconds(500)));
 }
 
 TEST(ShmArena, DeadRankIsReported) {
   const std::string unique_name = NewUniqueName("arena-dead");
   std::vector<ChildResult> results = RunRanks(2, [&](int rank, Store& store) -> absl::Status {
-    const Deadline deadline = Deadline::In(absl::Seconds(10));
+    const Deadline deadline = Deadline::In(Scaled(absl::Seconds(10)));
     absl::StatusOr<std::unique_ptr<ShmArena>> arena =
         ShmArena::Create(store, unique_name, rank, {0, 1}, 4096, deadline);
     if (!arena.ok()) return arena.status();
@@ -728,7 +731,7 @@ TEST(ShmArena, DeadRankIsReported) {
     absl::Status status = (*arena)->WaitAtLeast(1, 0, 1, deadline);
     if (status.code() != absl::StatusCode::kUnavailable ||
         !absl::StrContains(status.message(), "rank 1 (pid") ||
-        absl::Now() - start > absl::Seconds(2)) {
+        absl::Now() - start > Scaled(absl::Seconds(2))) {
       return absl::InternalError(absl::StrCat("unexpected outcome: ", status.ToString()));
     }
     return absl::OkStatus();
@@ -741,8 +744,9 @@ TEST(ShmArena, DeadRankIsReported) {
 TEST(ShmArena, DisagreeingSizesFailOnEveryRank) {
   const std::string unique_name = NewUniqueName("arena-sizes");
   ExpectAllSucceeded(RunRanks(2, [&](int rank, Store& store) -> absl::Status {
-    absl::StatusOr<std::unique_ptr<ShmArena>> arena = ShmArena::Create(
-        store, unique_name, rank, {0, 1}, rank == 0 ? 4096 : 8192, Deadline::In(absl::Seconds(10)));
+    absl::StatusOr<std::unique_ptr<ShmArena>> arena =
+        ShmArena::Create(store, unique_name, rank, {0, 1}, rank == 0 ? 4096 : 8192,
+                         Deadline::In(Scaled(absl::Seconds(10))));
     if (arena.ok() || !absl::StrContains(arena.status().message(), "areas")) {
       return absl::InternalError(absl::StrCat("unexpected outcome: ", arena.status().ToString()));
     }

@@ -34,6 +34,7 @@
 #include "gtest/gtest.h"
 #include "op_kind.h"
 #include "temp_dir.h"
+#include "time_scale.h"
 #include "transport/link.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/listener_record.h"
@@ -48,7 +49,9 @@ constexpr unsigned kChildAlarmSeconds = 12;
 constexpr absl::Duration kConnectTimeout = absl::Seconds(8);
 constexpr absl::Duration kWorkTimeout = absl::Seconds(8);
 
+using ::weft::testing::Scaled;
 using ::weft::testing::TempDir;
+using ::weft::testing::TimeScale;
 
 // What one rank sees: its store, and its links indexed by peer rank (null for itself).
 struct RankContext {
@@ -67,7 +70,7 @@ struct Transfer {
 
 // Drives every link until all `transfers` are done; the first link error ends it.
 absl::Status Drive(RankContext& ctx, const std::vector<Transfer>& transfers,
-                   absl::Duration timeout = kWorkTimeout) {
+                   absl::Duration timeout = Scaled(kWorkTimeout)) {
   const Deadline deadline = Deadline::In(timeout);
   Backoff backoff;
   std::vector<pollfd> fds;
@@ -118,7 +121,7 @@ absl::StatusOr<RankContext> ConnectAll(FileStore* store, int rank, int size) {
     if (r != rank) peers.push_back(r);
   }
   absl::StatusOr<std::vector<std::unique_ptr<Link>>> links =
-      MakeTcpTransport()->Connect(MakeContext(store, rank, size, kConnectTimeout), peers);
+      MakeTcpTransport()->Connect(MakeContext(store, rank, size, Scaled(kConnectTimeout)), peers);
   if (!links.ok()) return links.status();
   RankContext ctx;
   ctx.rank = rank;
@@ -145,7 +148,7 @@ struct RankSpec {
 pid_t Fork(const std::function<absl::Status()>& body, const std::string& name) {
   const pid_t pid = fork();
   if (pid != 0) return pid;
-  alarm(kChildAlarmSeconds);
+  alarm(kChildAlarmSeconds * static_cast<unsigned>(TimeScale()));
   const absl::Status status = body();
   if (!status.ok()) {
     const std::string line = absl::StrCat(name, " failed: ", status.ToString(), "\n");
@@ -211,7 +214,7 @@ void RunRanks(const std::vector<RankSpec>& specs,
         },
         absl::StrCat("helper ", i)));
   }
-  const std::vector<int> codes = JoinAll(pids, absl::Seconds(kChildAlarmSeconds + 2));
+  const std::vector<int> codes = JoinAll(pids, Scaled(absl::Seconds(kChildAlarmSeconds + 2)));
   for (size_t i = 0; i < codes.size(); ++i) {
     EXPECT_EQ(codes[i], 0) << (i < specs.size() ? "rank " : "helper ")
                            << (i < specs.size() ? i : i - specs.size())
@@ -467,7 +470,7 @@ TEST(TcpTransportTest, EnvelopeMismatchNamesBothSides) {
       Link& link = ctx.to(1);
       std::vector<Transfer> sends = {{&link, link.PostSend(sent, buffer.data(), 1024), true}};
       if (absl::Status s = Drive(ctx, sends); !s.ok()) return s;
-      return ctx.store->Get("checked", Deadline::In(kWorkTimeout)).status();
+      return ctx.store->Get("checked", Deadline::In(Scaled(kWorkTimeout))).status();
     }
     Link& link = ctx.to(0);
     absl::Status status =
@@ -496,7 +499,7 @@ TEST(TcpTransportTest, SizeMismatchNamesBothSizes) {
           !s.ok()) {
         return s;
       }
-      return ctx.store->Get("checked", Deadline::In(kWorkTimeout)).status();
+      return ctx.store->Get("checked", Deadline::In(Scaled(kWorkTimeout))).status();
     }
     Link& link = ctx.to(0);
     absl::Status status =
@@ -529,7 +532,7 @@ TEST(TcpTransportTest, ReceiverExitMidTransferIsUnavailable) {
         !absl::StrContains(status.message(), "closed")) {
       return absl::InternalError(absl::StrCat("unexpected result: ", status.ToString()));
     }
-    if (took > absl::Seconds(2)) {
+    if (took > Scaled(absl::Seconds(2))) {
       return absl::InternalError(absl::StrCat("noticed only after ", absl::FormatDuration(took)));
     }
     return absl::OkStatus();
@@ -554,7 +557,8 @@ TEST(TcpTransportTest, SenderExitMidTransferIsUnavailable) {
       _exit(0);
     }
     // Rank 0 reads only once the sender is gone, so the transfer is cut mid-way for sure.
-    if (absl::Status s = ctx.store->Get("sender-exiting", Deadline::In(kWorkTimeout)).status();
+    if (absl::Status s =
+            ctx.store->Get("sender-exiting", Deadline::In(Scaled(kWorkTimeout))).status();
         !s.ok()) {
       return s;
     }
@@ -568,7 +572,7 @@ TEST(TcpTransportTest, SenderExitMidTransferIsUnavailable) {
         !absl::StrContains(status.message(), "connection to rank 1 (")) {
       return absl::InternalError(absl::StrCat("unexpected result: ", status.ToString()));
     }
-    if (took > absl::Seconds(2)) {
+    if (took > Scaled(absl::Seconds(2))) {
       return absl::InternalError(absl::StrCat("noticed only after ", absl::FormatDuration(took)));
     }
     return absl::OkStatus();
@@ -594,7 +598,7 @@ int RawConnect(const tcp::SocketAddress& address) {
 // The mesh still forms and carries traffic.
 TEST(TcpTransportTest, StrayConnectionsDoNotBreakSetup) {
   auto stray = [](FileStore& store) -> absl::Status {
-    absl::StatusOr<std::string> text = store.Get("tcp/addr/1", Deadline::In(kWorkTimeout));
+    absl::StatusOr<std::string> text = store.Get("tcp/addr/1", Deadline::In(Scaled(kWorkTimeout)));
     if (!text.ok()) return text.status();
     absl::StatusOr<tcp::ListenerRecord> record = tcp::ParseListenerRecord(*text);
     if (!record.ok()) return record.status();
@@ -657,7 +661,8 @@ TEST(TcpTransportTest, StrayConnectionsDoNotBreakSetup) {
   RankSpec rank0{
       {}, false, [&](RankContext& bare) -> absl::Status {
         // Connect only after the strays are in rank 1's queue.
-        if (absl::Status s = bare.store->Get("strays-done", Deadline::In(kWorkTimeout)).status();
+        if (absl::Status s =
+                bare.store->Get("strays-done", Deadline::In(Scaled(kWorkTimeout))).status();
             !s.ok()) {
           return s;
         }
@@ -679,9 +684,9 @@ TEST(TcpTransportTest, NoMatchingInterfaceIsActionable) {
   unsetenv("WEFT_SOCKET_IFNAME");
   const absl::Time start = absl::Now();
   absl::StatusOr<std::vector<std::unique_ptr<Link>>> links =
-      transport->Connect(MakeContext(&store, 0, 2, kConnectTimeout), {1});
+      transport->Connect(MakeContext(&store, 0, 2, Scaled(kConnectTimeout)), {1});
   ASSERT_FALSE(links.ok());
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LT(absl::Now() - start, Scaled(absl::Seconds(2)));
   const std::string message(links.status().message());
   EXPECT_TRUE(absl::StrContains(message, "WEFT_SOCKET_IFNAME='nonexistent'")) << message;
   EXPECT_TRUE(absl::StrContains(message, "lo 127.0.0.1")) << message;
@@ -696,7 +701,7 @@ TEST(TcpTransportTest, BadStreamCountIsRejected) {
   std::unique_ptr<Transport> transport = MakeTcpTransport();
   unsetenv("WEFT_SOCKET_NSTREAMS");
   absl::StatusOr<std::vector<std::unique_ptr<Link>>> links =
-      transport->Connect(MakeContext(&store, 0, 2, kConnectTimeout), {1});
+      transport->Connect(MakeContext(&store, 0, 2, Scaled(kConnectTimeout)), {1});
   ASSERT_FALSE(links.ok());
   EXPECT_EQ(links.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(links.status().message(), "WEFT_SOCKET_NSTREAMS='17'"));
@@ -728,9 +733,9 @@ TEST(TcpTransportTest, UnreachablePeerListsEveryAddressTried) {
   ASSERT_TRUE(store.Set("tcp/addr/1", tcp::FormatListenerRecord(fake)).ok());
   const absl::Time start = absl::Now();
   absl::StatusOr<std::vector<std::unique_ptr<Link>>> links =
-      MakeTcpTransport()->Connect(MakeContext(&store, 0, 2, kConnectTimeout), {1});
+      MakeTcpTransport()->Connect(MakeContext(&store, 0, 2, Scaled(kConnectTimeout)), {1});
   ASSERT_FALSE(links.ok());
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LT(absl::Now() - start, Scaled(absl::Seconds(2)));
   const std::string message(links.status().message());
   for (const tcp::InterfaceAddress& a : fake.addresses) {
     EXPECT_TRUE(absl::StrContains(
@@ -745,7 +750,7 @@ TEST(TcpTransportTest, UnreachablePeerListsEveryAddressTried) {
   FileStore other(other_dir.path());
   fake.host_id = "elsewhere";
   ASSERT_TRUE(other.Set("tcp/addr/1", tcp::FormatListenerRecord(fake)).ok());
-  links = MakeTcpTransport()->Connect(MakeContext(&other, 0, 2, kConnectTimeout), {1});
+  links = MakeTcpTransport()->Connect(MakeContext(&other, 0, 2, Scaled(kConnectTimeout)), {1});
   ASSERT_FALSE(links.ok());
   EXPECT_TRUE(absl::StrContains(links.status().message(),
                                 "skipped, a loopback address of "
@@ -763,7 +768,7 @@ TEST(TcpTransportTest, AbsentPeerEndsAtTheDeadline) {
   ASSERT_FALSE(links.ok());
   EXPECT_EQ(links.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(absl::StrContains(links.status().message(), "rank 1")) << links.status().message();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_LT(absl::Now() - start, Scaled(absl::Seconds(3)));
 }
 
 // A rank whose published listener accepts TCP but never finishes the handshake (here: rank 1

@@ -78,6 +78,9 @@ std::optional<AlgorithmId> ParseAlgorithm(absl::string_view name);
 // every rank on one host, cma_direct also needs cross-memory attach between them).
 bool Implements(AlgorithmId id, OpKind kind);
 bool Usable(AlgorithmId id, const Peers& peers);
+// Why `id` cannot run on this communicator, "" where it can or where the communicator has one
+// rank; `transport` (the communicator's WEFT_TRANSPORT) is named where it is the reason.
+std::string Unusable(AlgorithmId id, const Peers& peers, absl::string_view transport);
 
 std::unique_ptr<Algorithm> MakeAlgorithm(AlgorithmId id, Peers& peers, const CollectiveArgs& args);
 // The envelope every message of collective `seq` carries when `algorithm` runs it over `args`

@@ -1,7 +1,9 @@
 // The table of algorithms: names, which collectives each implements, and construction.
 #include <array>
+#include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "algorithms/algorithm.h"
 #include "algorithms/cma_direct.h"
 #include "algorithms/dissemination.h"
@@ -89,6 +91,20 @@ bool Usable(AlgorithmId id, const Peers& peers) {
     default:
       return true;
   }
+}
+
+std::string Unusable(AlgorithmId id, const Peers& peers, absl::string_view transport) {
+  // One rank's collective moves nothing between ranks: any algorithm's result is a local copy.
+  if (Usable(id, peers) || peers.size() == 1) return "";
+  if (peers.arena() == nullptr) {
+    const int hosts = peers.nodes().num_nodes();
+    if (hosts > 1) {
+      return absl::StrCat("the ranks do not share memory (they span ", hosts, " hosts)");
+    }
+    return absl::StrCat("the ranks do not share memory (transport ", transport, ")");
+  }
+  return "cross-memory attach between the ranks is not permitted (process_vm_readv failed: "
+         "ptrace is restricted, e.g. by kernel.yama.ptrace_scope or a seccomp profile)";
 }
 
 bool Posts(AlgorithmId id, const CollectiveArgs& args) {

@@ -86,9 +86,23 @@ std::optional<AlgorithmId> AlgorithmSelector::Forced(OpKind kind) const {
   return std::nullopt;
 }
 
+absl::Status AlgorithmSelector::CheckForced(const Peers& peers, absl::string_view transport) const {
+  for (OpKind kind : kCollectives) {
+    const std::optional<AlgorithmId> forced = Forced(kind);
+    if (!forced) continue;
+    if (std::string why = Unusable(*forced, peers, transport); !why.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("WEFT_ALGO forces ", Name(*forced), " for ", Name(kind),
+                       ", but it cannot run on this communicator: ", why));
+    }
+  }
+  return absl::OkStatus();
+}
+
 AlgorithmSelector::Choice AlgorithmSelector::Choose(OpKind kind, size_t bytes,
                                                     const Peers& peers) const {
   const std::optional<AlgorithmId> forced = Forced(kind);
+  // Only a one-rank communicator gets here with one that cannot run (CheckForced).
   if (forced && Usable(*forced, peers)) return {*forced};
   // The packed call with algorithm 0: the latest decision's key part if it was for this call.
   const uint64_t key = PackDecision(kind, bytes, AlgorithmId{});
@@ -151,7 +165,7 @@ AlgorithmSelector::Choice AlgorithmSelector::Choose(OpKind kind, size_t bytes,
   if (forced) {
     DebugLog(DebugLevel::kInfo,
              absl::StrCat("rank ", peers.rank(), ": WEFT_ALGO asks for ", Name(*forced), " for ",
-                          Name(kind), " but it cannot run here (ranks span hosts); using ",
+                          Name(kind), " but this communicator has one rank; using ",
                           Name(choice.algorithm)));
   }
   // Every rank decides alike: rank 0 speaks for them, once per collective and size class.

@@ -8,8 +8,10 @@
 // has a tuner for each, the state a job starts in first. Where every rank shares the host, the
 // selector names as contenders the states' choices where they disagree and the algorithms a state
 // prices within kNearFactor of its choice, and the job's trials time them (algorithm_trials.h).
-// A forced algorithm that cannot run here (shm_direct across hosts) falls back to the tuner's
-// choice, and WEFT_DEBUG=INFO says so.
+// A forced algorithm that cannot run on the communicator (shm_direct across hosts or over TCP,
+// cma_direct where ptrace forbids cross-memory attach) fails its creation (CheckForced), saying
+// why: a silent fallback would hide that the job does not run what it asked for. In a one-rank
+// communicator, where no algorithm moves data, the tuner's choice runs instead.
 #pragma once
 
 #include <array>
@@ -64,6 +66,9 @@ class AlgorithmSelector {
     double fastest_s = 0;
   };
   Choice Choose(OpKind kind, size_t bytes, const Peers& peers) const;
+  // FailedPrecondition naming the first collective whose forced algorithm cannot run on `peers`
+  // and why (Unusable); `transport` is the communicator's, for the message.
+  absl::Status CheckForced(const Peers& peers, absl::string_view transport) const;
   // The first state's tuner's predicted seconds for `algorithm` (negative when it cannot price
   // it), and a line with every candidate's prediction.
   double Predict(AlgorithmId algorithm, OpKind kind, size_t bytes, const Peers& peers) const;
