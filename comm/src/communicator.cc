@@ -27,9 +27,12 @@ namespace {
 
 using internal::CommState;
 
-// Root communicators of this process, numbered in creation order: every rank creates its root
-// communicators in the same order, so the numbers give them matching store prefixes.
-std::atomic<int> root_communicators{0};
+// Communicators this process made from the launch environment, numbered in creation order: each
+// spans the whole job, so every rank makes them in the same order and the numbers give them
+// matching prefixes in the job's store. A communicator from a unique id has that id's store to
+// itself, so communicators a rank made before (from other ids) cannot shift its prefix.
+std::atomic<int> environment_communicators{0};
+constexpr absl::string_view kUniqueIdPrefix = "u";
 
 // Stores started by CreateUniqueId, waiting for this process's rank 0 to adopt them.
 std::mutex hosted_mu;
@@ -101,6 +104,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::CreateFromEnvironmen
   }
   rendezvous.root = *std::move(client);
   rendezvous.job_name = absl::StrCat("weft-", env->token.substr(0, 12));
+  rendezvous.prefix = absl::StrCat("c", environment_communicators++);
   return Build(std::move(rendezvous), env->rank, env->size, options);
 }
 
@@ -146,6 +150,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const std::st
   if (!client.ok()) return client.status();
   rendezvous.root = *std::move(client);
   rendezvous.job_name = absl::StrCat("weft-", parsed->token.substr(0, 12));
+  rendezvous.prefix = std::string(kUniqueIdPrefix);
   return Build(std::move(rendezvous), rank, size, options);
 }
 
@@ -155,7 +160,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> Build(internal::Rendezvous rendezv
                                                     int size, const CommOptions& options) {
   absl::StatusOr<internal::CommConfig> config = internal::ResolveConfig(options);
   if (!config.ok()) return config.status();
-  if (rendezvous.prefix.empty()) rendezvous.prefix = absl::StrCat("c", root_communicators++);
   rendezvous.store = std::make_shared<PrefixStore>(rendezvous.root, rendezvous.prefix);
   const std::string job_name = rendezvous.job_name;
   absl::StatusOr<std::shared_ptr<CommState>> state =

@@ -29,6 +29,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -400,6 +401,19 @@ int SuiteSplit(Communicator& comm) {
 }
 
 int SuiteUniqueId(Communicator& comm) {
+  // Rank r first makes r unrelated one-rank communicators from ids of its own: the ranks have
+  // made different numbers of communicators when they meet on the common one below, which must
+  // not shift where they look for each other in its store.
+  std::vector<std::unique_ptr<Communicator>> unrelated;
+  for (int i = 0; i < comm.rank(); ++i) {
+    absl::StatusOr<std::string> own = Communicator::CreateUniqueId("127.0.0.1");
+    EXPECT_OK(own.status());
+    if (!own.ok()) return failures;
+    absl::StatusOr<std::unique_ptr<Communicator>> alone = Communicator::Create(*own, 0, 1);
+    EXPECT_OK(alone.status());
+    if (!alone.ok()) return failures;
+    unrelated.push_back(*std::move(alone));
+  }
   // Rank 0 makes an id, hands it out with a broadcast, and everyone builds a second communicator.
   std::string id(256, '\0');
   if (comm.rank() == 0) {
