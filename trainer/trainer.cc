@@ -23,7 +23,7 @@
 #include "optimizer.h"
 #include "plot.h"
 #include "rng.h"
-#include "weft/comm/grad_reducer.h"
+#include "weft/shard/grad_reducer.h"
 
 namespace weft::trainer {
 namespace {
@@ -132,7 +132,7 @@ class Run {
   AdamW adam_;
   Rng sample_rng_;
   Corpus corpus_;
-  std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<shard::GradReducer> reducer_;
   std::vector<uint8_t> tokens_, targets_;
   int start_step_ = 0;
   std::string run_dir_;  // this invocation's DIR/checkpoints/run-NNN, the same on every rank
@@ -149,16 +149,16 @@ absl::Status Run::Setup() {
   targets_.resize(tokens_.size());
   model_.InitParams(config_.seed);
   if (group_.comm() != nullptr) {
-    std::vector<GradReducer::Gradient> grads;
+    std::vector<shard::Gradient> grads;
     for (const TensorView& t : model_.layout().tensors()) {
       grads.push_back({t.name, model_.grads() + t.offset, t.size});
     }
-    GradReducerOptions options;
+    shard::GradReducerOptions options;
     options.bucket_cap_bytes = static_cast<size_t>(config_.bucket_cap_mb * (1 << 20));
     options.first_bucket_cap_bytes = static_cast<size_t>(config_.first_bucket_mb * (1 << 20));
     options.timeout = kCommTimeout;
-    absl::StatusOr<std::unique_ptr<GradReducer>> reducer =
-        GradReducer::Create(group_.comm(), std::move(grads), options);
+    absl::StatusOr<std::unique_ptr<shard::GradReducer>> reducer =
+        shard::GradReducer::Create(group_.comm(), std::move(grads), options);
     if (!reducer.ok()) return reducer.status();
     reducer_ = std::move(*reducer);
   }

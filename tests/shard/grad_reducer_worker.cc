@@ -18,7 +18,7 @@
 #include "absl/time/clock.h"
 #include "time_scale.h"
 #include "weft/comm/communicator.h"
-#include "weft/comm/grad_reducer.h"
+#include "weft/shard/grad_reducer.h"
 
 namespace {
 
@@ -48,7 +48,7 @@ float Value(int r, size_t grad, size_t i) {
 struct Grads {
   std::vector<float> flat_buffer;
   std::vector<std::vector<float>> separate;
-  std::vector<weft::GradReducer::Gradient> views;
+  std::vector<weft::shard::Gradient> views;
 
   Grads(const std::vector<size_t>& counts, size_t flat) {
     size_t total = 0;
@@ -102,18 +102,20 @@ void TestBucketsAndAverages(weft::Communicator* comm) {
   // some in place, some packed, and one gradient larger than the cap.
   const std::vector<size_t> counts = {10, 3, 100, 20, 20, 5, 8, 16, 30, 2};
   Grads grads(counts, 6);
-  weft::GradReducerOptions options;
+  weft::shard::GradReducerOptions options;
   options.first_bucket_cap_bytes = 64;
   options.bucket_cap_bytes = 256;
-  auto reducer = weft::GradReducer::Create(comm, grads.views, options);
+  auto reducer = weft::shard::GradReducer::Create(comm, grads.views, options);
   CheckOk(reducer.status(), "Create");
   if (!reducer.ok()) return;
-  weft::GradReducer& red = **reducer;
-  Check(red.num_buckets() >= 4, absl::StrCat("expected >= 4 buckets, got ", red.num_buckets()));
+  weft::shard::GradReducer& red = **reducer;
+  const weft::shard::BucketPlan& plan = red.plan();
+  Check(plan.num_buckets() >= 4, absl::StrCat("expected >= 4 buckets, got ", plan.num_buckets()));
   // Reverse registration order: the first bucket starts with the last gradient.
-  Check(red.bucket(0).front() == counts.size() - 1, "bucket 0 must start with the last gradient");
+  Check(plan.bucket(0).members.front() == counts.size() - 1,
+        "bucket 0 must start with the last gradient");
   size_t covered = 0;
-  for (int b = 0; b < red.num_buckets(); ++b) covered += red.bucket(b).size();
+  for (int b = 0; b < plan.num_buckets(); ++b) covered += plan.bucket(b).members.size();
   Check(covered == counts.size(), "buckets must cover every gradient once");
 
   for (int pass = 0; pass < 3; ++pass) {
@@ -128,14 +130,14 @@ void TestBucketsAndAverages(weft::Communicator* comm) {
     int issued_before = 0;
     for (size_t n = 0; n < order.size(); ++n) {
       CheckOk(red.MarkReady(order[n]), "MarkReady");
-      if (pass == 0 && n == red.bucket(0).size() - 1) issued_before = red.buckets_issued();
+      if (pass == 0 && n == plan.bucket(0).members.size() - 1) issued_before = red.buckets_issued();
     }
     if (pass == 0) {
       // The first bucket's all-reduce starts the moment its last gradient is ready.
       Check(issued_before == 1,
             absl::StrCat("bucket 0 not issued when complete (issued ", issued_before, ")"));
     }
-    Check(red.buckets_issued() == red.num_buckets(), "every bucket issued once all are ready");
+    Check(red.buckets_issued() == plan.num_buckets(), "every bucket issued once all are ready");
     CheckOk(red.Finish(Scaled(absl::Seconds(30))), "Finish");
     Check(grads.Holds(size, true), absl::StrCat("pass ", pass, ": averages"));
   }
@@ -167,7 +169,7 @@ void TestPlanMismatch(weft::Communicator* comm) {
   std::vector<size_t> counts = {4, 4, 4};
   if (rank == 1) counts[1] = 5;
   Grads grads(counts, 3);
-  auto reducer = weft::GradReducer::Create(comm, grads.views);
+  auto reducer = weft::shard::GradReducer::Create(comm, grads.views);
   Check(!reducer.ok() && absl::StrContains(reducer.status().message(), "differs from rank"),
         absl::StrCat("mismatched plans must fail on every rank: ", reducer.status().ToString()));
 }
@@ -175,7 +177,7 @@ void TestPlanMismatch(weft::Communicator* comm) {
 void TestDeadline(weft::Communicator* comm) {
   if (comm->size() < 2) return;
   Grads grads({64}, 1);
-  auto reducer = weft::GradReducer::Create(comm, grads.views);
+  auto reducer = weft::shard::GradReducer::Create(comm, grads.views);
   CheckOk(reducer.status(), "Create");
   if (!reducer.ok()) return;
   grads.Fill(rank);
