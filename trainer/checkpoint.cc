@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "weft/kernels/hash.h"
 
 namespace weft::trainer {
 namespace {
@@ -24,21 +25,6 @@ constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'C', 'K', 'P', 'T'};
 constexpr uint32_t kVersion = 2;
 constexpr uint64_t kMaxRank = 8;  // a tensor table entry with more dimensions is corrupt
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 8;
-
-// FNV-1a style over 64-bit words (and the tail bytes): detects torn or flipped data, fast enough
-// to run over every checkpoint.
-uint64_t Checksum(const std::string& data) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  size_t i = 0;
-  for (; i + 8 <= data.size(); i += 8) {
-    uint64_t word;
-    std::memcpy(&word, data.data() + i, 8);
-    h = (h ^ word) * 0x100000001b3ULL;
-    h ^= h >> 29;
-  }
-  for (; i < data.size(); ++i) h = (h ^ static_cast<unsigned char>(data[i])) * 0x100000001b3ULL;
-  return h;
-}
 
 template <typename T>
 void Put(std::string* out, T value) {
@@ -267,7 +253,7 @@ absl::Status WriteCheckpoint(const std::string& run_dir, const CheckpointState& 
   Put(&file, kVersion);
   Put(&file, uint32_t{0});
   Put(&file, static_cast<uint64_t>(payload.size()));
-  Put(&file, Checksum(payload));
+  Put(&file, Checksum64(payload.data(), payload.size()));
   file += payload;
 
   const std::string path = CheckpointPath(run_dir, state.step);
@@ -322,7 +308,7 @@ absl::StatusOr<CheckpointState> ReadCheckpoint(const std::string& path) {
                                 " payload bytes, file holds ", file.size() - kHeaderBytes));
   }
   const std::string payload = file.substr(kHeaderBytes);
-  if (Checksum(payload) != checksum) return corrupt("checksum mismatch");
+  if (Checksum64(payload.data(), payload.size()) != checksum) return corrupt("checksum mismatch");
 
   CheckpointState state;
   Reader reader(payload);

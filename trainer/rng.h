@@ -6,27 +6,14 @@
 #include <cstdint>
 #include <string_view>
 
+#include "weft/kernels/hash.h"
+
 namespace weft::trainer {
-
-// SplitMix64's finalizer: a good 64-bit mix, used as a stateless hash of indices.
-inline uint64_t Mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// FNV-1a over the bytes of `text`, finished by Mix64: a stable hash of a tensor's name.
-inline uint64_t HashName(std::string_view text) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
-  return Mix64(h);
-}
 
 // A standard normal that is a pure function of (seed, name, index): element `index` of tensor
 // `name` gets the same value whichever rank, shard or slice of the tensor asks for it.
 inline float IndexedNormal(uint64_t seed, std::string_view name, uint64_t index) {
-  const uint64_t key = Mix64(seed ^ HashName(name));
+  const uint64_t key = Mix64(seed ^ Mix64(Fnv1a(name)));
   const double u1 =
       (static_cast<double>(Mix64(key + 2 * index) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
   const double u2 =

@@ -3,22 +3,15 @@
 #include <cstring>
 
 #include "common/expected_values.h"
+#include "weft/kernels/hash.h"
 
 namespace weft::perf {
 namespace {
 
-// SplitMix64's finalizer: every input bit affects every output bit.
-uint64_t Mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 // A distinct value per (seed, rank, index), as an integer `type` represents exactly: integer
 // types take all the bits (Store wraps), floating types a signed range within their significand.
 int64_t MovementValue(DataType type, uint64_t seed, int rank, uint64_t index) {
-  const uint64_t x = Mix(Mix(seed * 0x100000001b3ULL + static_cast<uint64_t>(rank)) ^ index);
+  const uint64_t x = Mix64(Mix64(seed * kFnvPrime + static_cast<uint64_t>(rank)) ^ index);
   const auto centered = [x](int bits) {
     return static_cast<int64_t>(x & ((uint64_t{1} << bits) - 1)) - (int64_t{1} << (bits - 1));
   };

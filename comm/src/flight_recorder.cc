@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "json_quote.h"
+#include "weft/kernels/hash.h"
 
 namespace weft {
 namespace {
@@ -42,12 +43,6 @@ const char* StateName(uint8_t state) {
       return "failed";
   }
   return "unknown";
-}
-
-uint64_t Fnv1a(absl::string_view text) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
-  return hash;
 }
 
 // "c0/split0c1" -> "c0_split0c1": a communicator name as a file name component.
@@ -132,7 +127,8 @@ std::string FlightRecorder::PathFor(absl::string_view job_name, absl::string_vie
   const std::string base = (dir != nullptr && *dir != '\0')
                                ? std::string(dir)
                                : absl::StrFormat("/tmp/weft-flight-%016x", Fnv1a(job_name));
-  if (comm == "c0") return absl::StrCat(base, "/rank", rank, ".json");
+  // A job's first communicator (from the environment or from a unique id) has the short name.
+  if (comm == "c0" || comm == "u") return absl::StrCat(base, "/rank", rank, ".json");
   return absl::StrCat(base, "/rank", rank, ".", FileComponent(comm), ".json");
 }
 

@@ -5,23 +5,14 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "weft/kernels/hash.h"
 
 namespace weft::shard {
 namespace {
 
-// FNV-1a over bytes: the plan hash only has to differ when plans differ.
-uint64_t HashBytes(uint64_t h, const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
 template <typename T>
 uint64_t HashValue(uint64_t h, T value) {
-  return HashBytes(h, &value, sizeof(value));
+  return Fnv1a(&value, sizeof(value), h);
 }
 
 // The start of the range `members` tile with no gaps when sorted by address, else null.
@@ -66,7 +57,7 @@ absl::StatusOr<BucketPlan> BucketPlan::Create(const std::vector<Gradient>& gradi
       current = Bucket();
     }
   }
-  uint64_t h = 0xcbf29ce484222325ULL;
+  uint64_t h = kFnvOffset;
   h = HashValue(h, gradients.size());
   h = HashValue(h, static_cast<int>(options.type));
   for (size_t b = 0; b < plan.buckets_.size(); ++b) {
@@ -76,7 +67,7 @@ absl::StatusOr<BucketPlan> BucketPlan::Create(const std::vector<Gradient>& gradi
       plan.bucket_of_[k] = static_cast<int>(b);
       h = HashValue(h, k);
       h = HashValue(h, gradients[k].count);
-      h = HashBytes(h, gradients[k].name.data(), gradients[k].name.size());
+      h = Fnv1a(gradients[k].name, h);
     }
     bucket.contiguous = ContiguousStart(gradients, bucket.members, element_size);
   }

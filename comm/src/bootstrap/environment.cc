@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "weft/kernels/hash.h"
 
 namespace weft {
 namespace {
@@ -135,20 +136,8 @@ std::string JobId(absl::string_view source) {
   return "";
 }
 
-// FNV-1a with a final avalanche: stable across processes and builds, unlike std::hash.
-uint64_t StableHash(absl::string_view text) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 33;
-  return h;
-}
+// Mixed after FNV-1a so that job ids differing in one character give unrelated ports.
+uint64_t StableHash(absl::string_view text) { return Mix64(Fnv1a(text)); }
 
 // Below Linux's default ephemeral range (32768-60999), so that no process's outgoing connection,
 // nor a listener on port 0, can already hold the port a job derives. Every rank must derive the

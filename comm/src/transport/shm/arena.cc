@@ -48,7 +48,7 @@ struct ArenaHeader {
 struct RankEntry {
   std::atomic<int32_t> pid;
   std::atomic<uint32_t> reserved;
-  std::atomic<uint64_t> pid_namespace;  // StableHash(PidNamespaceId()), 0 when unknown
+  std::atomic<uint64_t> pid_namespace;  // Fnv1a(PidNamespaceId()), 0 when unknown
   std::atomic<uint64_t> probe_address;  // where kRemoteReadProbe lives in this rank's memory
 };
 
@@ -121,7 +121,7 @@ absl::StatusOr<std::unique_ptr<ShmArena>> ShmArena::Create(Store& store,
   const size_t total_bytes = arena->areas_offset_ + arena->area_bytes_ * local_size;
 
   const std::string name = ShmObjectName(unique_name, "arena");
-  const std::string key = absl::StrFormat("shm_arena/%016x", StableHash(unique_name));
+  const std::string key = absl::StrFormat("shm_arena/%016x", Fnv1a(unique_name));
   const std::string who =
       absl::StrCat("rank ", rank, " (local rank ", arena->local_rank_, " of ", local_size, ")");
 
@@ -173,7 +173,7 @@ absl::StatusOr<std::unique_ptr<ShmArena>> ShmArena::Create(Store& store,
   if (status.ok()) {
     RankEntry& entry = Entries(arena->segment_.data())[arena->local_rank_];
     entry.pid.store(getpid(), std::memory_order_release);
-    entry.pid_namespace.store(StableHash(pid_namespace), std::memory_order_release);
+    entry.pid_namespace.store(Fnv1a(pid_namespace), std::memory_order_release);
     entry.probe_address.store(reinterpret_cast<uint64_t>(&kRemoteReadProbe),
                               std::memory_order_release);
   }
@@ -207,7 +207,7 @@ absl::StatusOr<std::unique_ptr<ShmArena>> ShmArena::Create(Store& store,
   for (int r = 0; r < local_size; ++r) {
     const RankEntry& entry = Entries(arena->segment_.data())[r];
     if (r == arena->local_rank_ || pid_namespace.empty() ||
-        entry.pid_namespace.load(std::memory_order_acquire) != StableHash(pid_namespace)) {
+        entry.pid_namespace.load(std::memory_order_acquire) != Fnv1a(pid_namespace)) {
       continue;
     }
     arena->watches_[r] = ProcessWatch::Open(entry.pid.load(std::memory_order_acquire));

@@ -42,7 +42,7 @@ struct RingHeader {
   uint32_t slot_count;
   uint64_t slot_bytes;
   uint64_t segment_bytes;
-  uint64_t token_hash;  // StableHash(ConnectContext::token): both ends belong to the same job
+  uint64_t token_hash;  // Fnv1a(ConnectContext::token): both ends belong to the same job
   int32_t sender_rank;
   int32_t receiver_rank;
   int32_t receiver_pid;

@@ -37,15 +37,6 @@ absl::StatusOr<void*> Map(const std::string& name, int fd, size_t bytes) {
 
 }  // namespace
 
-uint64_t StableHash(absl::string_view text) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 0x100000001b3ull;
-  }
-  return hash;
-}
-
 std::string ShmObjectName(absl::string_view unique_name, absl::string_view role) {
   std::string readable(unique_name.substr(0, kMaxReadableChars));
   for (char& c : readable) {
@@ -53,7 +44,7 @@ std::string ShmObjectName(absl::string_view unique_name, absl::string_view role)
                       c == '-' || c == '_';
     if (!keep) c = '_';
   }
-  return absl::StrFormat("/weft.%s.%016x.%s", readable, StableHash(unique_name), role);
+  return absl::StrFormat("/weft.%s.%016x.%s", readable, Fnv1a(unique_name), role);
 }
 
 ShmSegment::ShmSegment(ShmSegment&& other) noexcept

@@ -12,12 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "weft/kernels/hash.h"
 
 namespace weft {
-
-// A 64-bit FNV-1a hash: stable across processes and builds (absl::Hash is seeded per process), so
-// ranks can compare hashes they computed independently.
-uint64_t StableHash(absl::string_view text);
 
 // The object name for `role` (e.g. "ring.3-1") of the communicator `unique_name`:
 // "/weft.<unique_name, sanitised and cut short>.<hash of unique_name>.<role>". The hash keeps

@@ -204,8 +204,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Link>>> ShmTransport::Connect(
   if (peers.empty()) return links;
 
   const size_t n = peers.size();
-  const uint64_t token_hash = StableHash(context.token);
-  const std::string key = absl::StrFormat("shm/%016x", StableHash(context.unique_name));
+  const uint64_t token_hash = Fnv1a(context.token);
+  const std::string key = absl::StrFormat("shm/%016x", Fnv1a(context.unique_name));
   const std::string pid_namespace = PidNamespaceId();
   Store& store = *context.store;
 

@@ -1,0 +1,56 @@
+// Stable 64-bit hashes: the same value in every process, build and machine (absl::Hash is seeded
+// per process and std::hash is implementation-defined), for what ranks compare with each other or
+// files keep: object and key names, plan hashes, derived ports, checksums, per-element seeds.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace weft {
+
+inline constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
+inline constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
+
+// 64-bit FNV-1a over `n` bytes, continuing from `h` (so fields can be hashed one after another).
+inline uint64_t Fnv1a(const void* data, size_t n, uint64_t h = kFnvOffset) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * kFnvPrime;
+  return h;
+}
+// The same over a string's characters (std::string, std::string_view, absl::string_view).
+template <typename Text>
+requires requires(const Text& t) {
+  { t.data() } -> std::convertible_to<const char*>;
+  { t.size() } -> std::convertible_to<size_t>;
+}
+inline uint64_t Fnv1a(const Text& text, uint64_t h = kFnvOffset) {
+  return Fnv1a(static_cast<const void*>(text.data()), text.size(), h);
+}
+
+// SplitMix64's step and finalizer: every input bit moves every output bit, so consecutive inputs
+// (counters, indices) give independent-looking outputs.
+inline uint64_t Mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// FNV-1a over 64-bit words (then the tail bytes), with a shift after each word so that high bits
+// feed the low ones: detects torn or flipped data as byte-wise FNV does, at memory speed.
+inline uint64_t Checksum64(const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = kFnvOffset;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, p + i, 8);
+    h = (h ^ word) * kFnvPrime;
+    h ^= h >> 29;
+  }
+  return Fnv1a(p + i, n - i, h);
+}
+
+}  // namespace weft
