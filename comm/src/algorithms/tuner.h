@@ -4,10 +4,9 @@
 // layout with an alpha-beta formula over the classes of a CostModel (tuner_model.h), NCCL-style
 // time = latency + bytes / bandwidth, and takes the cheapest, or over several nodes a
 // hierarchical broadcast or all-reduce past 8 KiB when it comes within a few percent of that
-// (kHierarchyMargin in tuner.cc); up to 8 KiB a hierarchical algorithm must be that much cheaper
-// than every other (kShortBytes). It is a pure function of (collective, bytes, layout, model):
-// every rank holds the same model (rank 0's, shared at creation) and layout, so every rank picks
-// the same algorithm on every call and every run.
+// (kHierarchyMargin in tuner.cc); up to 8 KiB never a hierarchical one (kShortBytes). It is a
+// pure function of (collective, bytes, layout, model): every rank holds the same model (rank 0's,
+// shared at creation) and layout, so every rank picks the same algorithm on every call and run.
 //
 // Bytes are those the communicator passes the selector: the buffer of an all-reduce, broadcast
 // or reduce; all ranks' blocks together for reduce-scatter, all-gather and all-to-all.
