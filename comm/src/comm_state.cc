@@ -32,30 +32,40 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 // The model every rank prices with: WEFT_TUNING_FILE as rank 0 reads it, handed to the others
 // through the store so that all ranks hold the same text, else the built-in defaults. Rank 0's
 // verdict travels too: a file it cannot read or parse fails creation on every rank, naming it.
-absl::StatusOr<CostModel> SharedModel(Store& store, int rank, const Deadline& deadline) {
+// So does its CommOptions::shared_buffers, part of the layout the picks depend on, which every
+// rank must share.
+absl::StatusOr<CostModel> SharedModel(Store& store, int rank, bool shared_buffers,
+                                      const Deadline& deadline) {
   constexpr char kKey[] = "tuning_file";
-  std::string record;  // "" (none), "+PATH\nTEXT", or "!ERROR"
+  // shared_buffers ('0' or '1'), then "" (no file), "+PATH\nTEXT" or "!ERROR".
+  std::string record(1, shared_buffers ? '1' : '0');
   if (rank == 0) {
     if (const std::string path = EnvOr("WEFT_TUNING_FILE", ""); !path.empty()) {
       std::ifstream in(path);
       std::stringstream text;
       if (in) text << in.rdbuf();
-      record = in ? absl::StrCat("+", path, "\n", text.str())
-                  : absl::StrCat("!WEFT_TUNING_FILE ", path, ": ", std::strerror(errno));
+      absl::StrAppend(&record, in ? absl::StrCat("+", path, "\n", text.str())
+                                  : absl::StrCat("!WEFT_TUNING_FILE ", path, ": ",
+                                                 std::strerror(errno)));
     }
     if (absl::Status s = store.Set(kKey, record); !s.ok()) return s;
   } else {
     absl::StatusOr<std::string> got = store.Get(kKey, deadline);
     if (!got.ok()) return got.status();
+    if (got->empty() || (*got)[0] != record[0]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shared_buffers (WEFT_SHARED_BUFFERS) is ", shared_buffers ? 1 : 0,
+          " on this rank but not on rank 0: every rank must say the same"));
+    }
     record = *std::move(got);
   }
   CostModel model;
-  if (record.empty()) return model;
-  if (record[0] == '!') {
-    return absl::NotFoundError(absl::StrCat(record.substr(1), " (read by rank 0)"));
+  if (record.size() == 1) return model;
+  if (record[1] == '!') {
+    return absl::NotFoundError(absl::StrCat(record.substr(2), " (read by rank 0)"));
   }
   const size_t cut = record.find('\n');
-  const std::string path = record.substr(1, cut - 1);
+  const std::string path = record.substr(2, cut - 2);
   if (absl::Status s = model.Merge(absl::string_view(record).substr(cut + 1), path); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("WEFT_TUNING_FILE ", s.message()));
   }
@@ -233,8 +243,9 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
       !s.ok()) {
     return fail(s, "choosing algorithms");
   }
-  absl::StatusOr<CostModel> model = SharedModel(*state->rendezvous_.store, rank, deadline);
-  if (!model.ok()) return fail(model.status(), "reading the tuning file");
+  absl::StatusOr<CostModel> model = SharedModel(*state->rendezvous_.store, rank,
+                                                state->config_.shared_buffers, deadline);
+  if (!model.ok()) return fail(model.status(), "agreeing on the tuner's model");
   if (rank == 0 && DebugEnabled(DebugLevel::kInfo)) {
     DebugLog(DebugLevel::kInfo, absl::StrCat(me, ": tuner model: ", model->source()));
   }

@@ -99,6 +99,19 @@ TEST(TuningFile, AMissingOrBrokenFileFailsCreationNamingIt) {
   EXPECT_TRUE(absl::StrContains(parsed.output, broken + ":1: 'shm.gbps fast'")) << parsed.output;
 }
 
+// The picks depend on CommOptions::shared_buffers: ranks that disagree fail creation, naming it.
+TEST(TuningFile, RanksThatDisagreeOnSharedBuffersFailCreation) {
+  const ProcessResult result =
+      Launch(2,
+             {"/bin/sh", "-c",
+              absl::StrCat("[ \"$WEFT_RANK\" = 1 ] && export WEFT_SHARED_BUFFERS=1; exec ",
+                           PICK_WORKER)},
+             {});
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output, "every rank must say the same")) << result.output;
+}
+
 // Creation calibrates nothing and caches nothing: HOME stays empty.
 TEST(Home, CreationAndTheCollectivesSuiteWriteNothingThere) {
   const TempDir home("determinism-test");
