@@ -2,7 +2,10 @@
 // each rank given a host identity by with_host.sh, so ranks of one "node" share memory and ranks
 // of different ones talk TCP over loopback.
 
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -88,6 +91,23 @@ TEST(Tuner, AllRanksChooseAlikeAcrossNodes) {
 }
 
 TEST(Tuner, AllRanksChooseAlikeOnOneHost) { ExpectSuccess(RunJob("a a a", {TUNER_WORKER}, {})); }
+
+// Across nodes weft-tune measures the shm class inside each node and the net class across them
+// (every lane at once), and a job across those nodes prices with its file.
+TEST(Tuner, WeftTuneMeasuresTheLinksAcrossNodes) {
+  const std::string file = ::testing::TempDir() + "/hierarchy-test-tuning.txt";
+  ExpectSuccess(RunJob("a a b b", {WEFT_TUNE, "--out", file, "--samples", "2"}, {}));
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_TRUE(absl::StrContains(text.str(), "\nnet.2.gbps ")) << text.str();
+  EXPECT_TRUE(absl::StrContains(text.str(), "\nshm.2.gbps ")) << text.str();
+  const ProcessResult used =
+      RunJob("a a b b", {TUNER_WORKER}, {{"WEFT_TUNING_FILE", file}, {"WEFT_DEBUG", "INFO"}});
+  ExpectSuccess(used);
+  EXPECT_TRUE(absl::StrContains(used.output, "tuner model: " + file)) << used.output;
+  std::remove(file.c_str());
+}
 
 TEST(Tuner, WeftAlgoOverridesTheTuner) {
   ExpectSuccess(RunJob("a a a b", {TUNER_WORKER},

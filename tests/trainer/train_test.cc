@@ -199,8 +199,8 @@ TEST_F(TrainTest, ResumeIsBitIdenticalOnTwoRanks) {
   EXPECT_EQ(Losses("split"), Losses("full"));
 }
 
-// The tuner picks every all-reduce's algorithm alike in every run (no trials, no host state), so
-// the gradients sum in the same order: two runs print the same losses and gradient norms.
+// The tuner's pick is a function of the call and the layout alone, so the gradients sum in the
+// same order in every run: two runs print the same losses and gradient norms.
 TEST_F(TrainTest, TwoRunsOnTwoRanksAreBitIdenticalWithTheTunersPicks) {
   const Env tuned = {{"WEFT_ALGO", ""}};  // empty: unset, whatever the caller's environment says
   ExpectOk(Train(2, "first", {}, tuned));
