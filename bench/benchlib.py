@@ -1,19 +1,16 @@
-"""What the benchmark scripts (compare-peers, tuner-check, check-subsets) share: child processes
-under a hard time limit, sizes and iteration counts as nccl-tests writes and the scripts choose
-them, and tuner-check's paired ratio."""
+"""What the benchmark scripts (compare-peers) share: child processes under a hard time limit, sizes
+and iteration counts as nccl-tests writes and the scripts choose them."""
 
 import argparse
 import os
 import re
 import signal
-import statistics
 import subprocess
 
 ITER_BYTES = 256 << 20  # each timed loop moves about this much: many iterations for small sizes
 # A loop of 1000 tiny operations lasts half a millisecond, which one scheduler hiccup moves by
 # 10%: small sizes run up to 20000 (a loop of at least 10 ms).
 MIN_ITERS, MAX_ITERS = 5, 20000
-TUNED = "tuned"  # tuner-check's variant without -A (-V calls it "auto"), in its reports too
 
 
 def parse_size(text):
@@ -40,13 +37,6 @@ def human_size(n):
         if n >= scale and n % scale == 0:
             return f"{n // scale}{unit}"
     return str(n)
-
-
-def paired_ratio(tuned, forced):
-    """The median over pairs of tuned/forced, the i-th times of each taken side by side: a state
-    of the machine that comes and goes from one cycle to the next touches both times of a pair
-    alike, whereas the medians of pooled samples compare different mixes of states."""
-    return statistics.median(t / f if f > 0 else 1.0 for t, f in zip(tuned, forced))
 
 
 def iterations_for(size, fixed):

@@ -1,6 +1,7 @@
 #include "collective_op.h"
 
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -23,24 +24,14 @@ std::vector<Transfer> Post(Peers& peers, const std::vector<P2pTransfer>& transfe
 }  // namespace
 
 CollectiveOp::CollectiveOp(Peers& peers, const CollectiveArgs& args, AlgorithmId algorithm,
-                           uint64_t seq, std::optional<TrialPart> trial)
+                           uint64_t seq)
     : peers_(peers),
       args_(args),
       algorithm_(algorithm),
-      envelope_(MakeEnvelope(args, algorithm, seq)),
-      trial_(trial) {}
-
-void CollectiveOp::ChooseForTrials() {
-  algorithm_ = trial_->trials->Algorithm(args_.kind, trial_->bytes, trial_->choice, trial_->plan);
-  envelope_.algorithm = static_cast<uint32_t>(algorithm_);
-}
+      envelope_(MakeEnvelope(args, algorithm, seq)) {}
 
 std::optional<absl::Status> CollectiveOp::TryEagerly(const Deadline& deadline,
                                                      absl::Duration window) {
-  if (trial_) {  // kIncumbent (the others are not Eager): an eager run goes untimed
-    ChooseForTrials();
-    if (!Posts(algorithm_, args_)) return std::nullopt;  // chosen otherwise: Run starts it
-  }
   peers_.Begin(envelope_, deadline);
   Algorithm& algorithm = Made();
   if (!posted_) {
@@ -63,34 +54,12 @@ std::optional<absl::Status> CollectiveOp::TryEagerly(const Deadline& deadline,
 }
 
 absl::Status CollectiveOp::Run(const Deadline& deadline) {
-  using Role = AlgorithmTrials::Role;
-  const Role role = trial_ ? trial_->plan.role : Role::kFixed;
-  if (role == Role::kDecide) {
-    if (absl::Status s =
-            trial_->trials->Decide(args_.kind, trial_->bytes, trial_->choice, peers_, deadline);
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (role != Role::kFixed) ChooseForTrials();
   peers_.Begin(envelope_, deadline);
-  if (role == Role::kFixed) return RunBegun();
-  const auto seconds = [] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  };
-  const double start = seconds();
-  if (absl::Status s = RunBegun(); !s.ok()) return s;
-  trial_->trials->Record(args_.kind, trial_->bytes, trial_->choice, trial_->plan,
-                         args_.in_place(peers_.size()), envelope_.seq, start, seconds());
-  return absl::OkStatus();
+  return RunBegun();
 }
 
 Algorithm& CollectiveOp::Made() {
-  if (posting_) return *posting_;
-  if (made_ != nullptr) return *made_;
-  if (Eager()) return posting_.emplace(peers_, args_);
-  made_ = MakeAlgorithm(algorithm_, peers_, args_);
+  if (made_ == nullptr) made_ = MakeAlgorithm(algorithm_, peers_, args_);
   return *made_;
 }
 

@@ -7,41 +7,23 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
-#include "algorithms/algorithm_trials.h"
-#include "algorithms/selector.h"
-#include "algorithms/shm_direct.h"
 #include "engine.h"
 #include "peers.h"
 
 namespace weft {
 
-// A tuned collective whose algorithm the host's states disagree on (algorithm_trials.h): its part
-// in the trials, and what it chooses from.
-struct TrialPart {
-  AlgorithmTrials* trials = nullptr;
-  AlgorithmSelector::Choice choice;
-  size_t bytes = 0;  // as the selector counts them
-  AlgorithmTrials::Plan plan;
-};
-
-// One collective with its algorithm chosen at issue time (every rank chooses identically), or,
-// playing a part in the trials, as it starts (the same on every rank too).
+// One collective with the algorithm chosen when it was issued (alike on every rank). It runs
+// that algorithm and no other, and knows it only by its id: MakeAlgorithm builds it.
 class CollectiveOp final : public Op {
  public:
-  CollectiveOp(Peers& peers, const CollectiveArgs& args, AlgorithmId algorithm, uint64_t seq,
-               std::optional<TrialPart> trial = std::nullopt);
+  CollectiveOp(Peers& peers, const CollectiveArgs& args, AlgorithmId algorithm, uint64_t seq);
   absl::Status Run(const Deadline& deadline) override;
-  bool Eager() const override {
-    return (!trial_ || trial_->plan.role == AlgorithmTrials::Role::kIncumbent) &&
-           Posts(algorithm_, args_);
-  }
+  bool Eager() const override { return Posts(algorithm_, args_); }
   std::optional<absl::Status> TryEagerly(const Deadline& deadline, absl::Duration window) override;
   std::string Describe() const override;
   OpSummary Summarize() const override;
 
  private:
-  // The algorithm its part in the trials runs, as it starts.
-  void ChooseForTrials();
   // The algorithm, made on first use.
   Algorithm& Made();
   // Runs the algorithm (or finishes what TryEagerly posted) once Peers::Begin has stamped this
@@ -52,12 +34,9 @@ class CollectiveOp final : public Op {
 
   Peers& peers_;
   const CollectiveArgs args_;
-  AlgorithmId algorithm_;
-  Envelope envelope_;
-  std::optional<TrialPart> trial_;
-  // Made by TryEagerly or Run, kept for Run to finish. The algorithms that post (shm_direct's
-  // line rounds) are kept inline, so that a loop of tiny collectives allocates nothing.
-  std::optional<ShmDirect> posting_;
+  const AlgorithmId algorithm_;
+  const Envelope envelope_;
+  // Made by TryEagerly or Run, kept for Run to finish what TryEagerly posted.
   std::unique_ptr<Algorithm> made_;
   bool posted_ = false;  // TryEagerly's Post went through
 };

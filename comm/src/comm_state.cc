@@ -3,12 +3,15 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "algorithms/arena_rounds.h"
-#include "algorithms/tuner_calibration.h"
 #include "backoff.h"
 #include "log.h"
 #ifdef WEFT_HAVE_UCX
@@ -24,6 +27,49 @@ constexpr absl::Duration kDefaultTimeout = absl::Seconds(300);
 std::string EnvOr(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
   return (value != nullptr && *value != '\0') ? std::string(value) : fallback;
+}
+
+// The model every rank prices with: WEFT_TUNING_FILE as rank 0 reads it, handed to the others
+// through the store so that all ranks hold the same text, else the built-in defaults. Rank 0's
+// verdict travels too: a file it cannot read or parse fails creation on every rank, naming it.
+// So does its CommOptions::shared_buffers, part of the layout the picks depend on, which every
+// rank must share.
+absl::StatusOr<CostModel> SharedModel(Store& store, int rank, bool shared_buffers,
+                                      const Deadline& deadline) {
+  constexpr char kKey[] = "tuning_file";
+  // shared_buffers ('0' or '1'), then "" (no file), "+PATH\nTEXT" or "!ERROR".
+  std::string record(1, shared_buffers ? '1' : '0');
+  if (rank == 0) {
+    if (const std::string path = EnvOr("WEFT_TUNING_FILE", ""); !path.empty()) {
+      std::ifstream in(path);
+      std::stringstream text;
+      if (in) text << in.rdbuf();
+      absl::StrAppend(&record, in ? absl::StrCat("+", path, "\n", text.str())
+                                  : absl::StrCat("!WEFT_TUNING_FILE ", path, ": ",
+                                                 std::strerror(errno)));
+    }
+    if (absl::Status s = store.Set(kKey, record); !s.ok()) return s;
+  } else {
+    absl::StatusOr<std::string> got = store.Get(kKey, deadline);
+    if (!got.ok()) return got.status();
+    if (got->empty() || (*got)[0] != record[0]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shared_buffers (WEFT_SHARED_BUFFERS) is ", shared_buffers ? 1 : 0,
+          " on this rank but not on rank 0: every rank must say the same"));
+    }
+    record = *std::move(got);
+  }
+  CostModel model;
+  if (record.size() == 1) return model;
+  if (record[1] == '!') {
+    return absl::NotFoundError(absl::StrCat(record.substr(2), " (read by rank 0)"));
+  }
+  const size_t cut = record.find('\n');
+  const std::string path = record.substr(2, cut - 2);
+  if (absl::Status s = model.Merge(absl::string_view(record).substr(cut + 1), path); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("WEFT_TUNING_FILE ", s.message()));
+  }
+  return model;
 }
 
 }  // namespace
@@ -192,20 +238,19 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
       new CommState(std::move(rendezvous), rank, size, std::move(config), *std::move(selector)));
   state->peers_ = std::make_unique<Peers>(rank, size, std::move(links), std::move(arena));
   state->peers_->SetNodes(NodeLayout(hosts, rank));
-  // Before calibration: every rank sees the same layout and arena, so all fail alike, and soon.
+  // Every rank sees the same layout and arena, so all fail alike, and soon.
   if (absl::Status s = state->selector_.CheckForced(*state->peers_, state->config_.transport);
       !s.ok()) {
     return fail(s, "choosing algorithms");
   }
-  state->peers_->SetSharedBuffers(state->config_.shared_buffers);
-  absl::StatusOr<std::vector<CostModel>> models =
-      LoadOrCalibrate(*state->peers_, *state->rendezvous_.store, deadline);
-  if (!models.ok()) return fail(models.status(), "calibrating the tuner");
-  std::vector<std::shared_ptr<const Tuner>> tuners;
-  for (const CostModel& model : *models) tuners.push_back(std::make_shared<CostTuner>(model));
-  state->selector_.SetTuners(std::move(tuners));
-  state->trials_ =
-      std::make_unique<AlgorithmTrials>(Usable(AlgorithmId::kShmDirect, *state->peers_));
+  absl::StatusOr<CostModel> model = SharedModel(*state->rendezvous_.store, rank,
+                                                state->config_.shared_buffers, deadline);
+  if (!model.ok()) return fail(model.status(), "agreeing on the tuner's model");
+  if (rank == 0 && DebugEnabled(DebugLevel::kInfo)) {
+    DebugLog(DebugLevel::kInfo, absl::StrCat(me, ": tuner model: ", model->source()));
+  }
+  state->selector_.SetTuner(*std::move(model),
+                            CommLayout::Of(*state->peers_, state->config_.shared_buffers), rank);
   state->engine_ = Engine::Start(absl::StrCat("rank ", rank), state->config_.timeout);
   {
     std::lock_guard<std::mutex> lock(state->mu);

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "algorithms/algorithm_trials.h"
 #include "algorithms/selector.h"
 #include "bootstrap/store.h"
 #include "bootstrap/tcp_store.h"
@@ -55,8 +54,6 @@ class CommState {
   Engine& engine() { return *engine_; }
   Peers& peers() { return *peers_; }
   const AlgorithmSelector& selector() const { return selector_; }
-  // Where the host's states disagree on a collective's algorithm, the job's trials of them.
-  AlgorithmTrials& trials() { return *trials_; }
   const Rendezvous& rendezvous() const { return rendezvous_; }
 
   // Guards the fields below (std::mutex: Debian's Abseil is not built for ThreadSanitizer).
@@ -77,8 +74,7 @@ class CommState {
   const int rank_;
   const int size_;
   const CommConfig config_;
-  AlgorithmSelector selector_;  // its tuners are set once, at creation
-  std::unique_ptr<AlgorithmTrials> trials_ = std::make_unique<AlgorithmTrials>();
+  AlgorithmSelector selector_;  // its tuner is set once, at creation
   std::unique_ptr<Peers> peers_;
   std::shared_ptr<Engine> engine_;
 };

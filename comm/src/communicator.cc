@@ -276,24 +276,12 @@ class Check {
 Work Issue(CommState& state, const CollectiveArgs& args, size_t bytes) {
   std::lock_guard<std::mutex> lock(state.mu);
   const uint64_t seq = state.next_collective++;
-  const AlgorithmSelector::Choice choice = state.selector().Choose(args.kind, bytes, state.peers());
-  const AlgorithmId algorithm = choice.algorithm;  // for now, with a part in the trials
-  std::optional<TrialPart> trial;
-  // A collective that runs on the caller's thread as it is issued (shm_direct's line rounds)
-  // takes no part in trials: a round's collectives settle their algorithm as they start, off that
-  // path, and on a busy host leaving it costs more than the trials could find (8 KiB all-reduces
-  // ran 1.2x slower with trials than forced shm_direct beside them).
-  if (choice.contender_count > 1 && !Posts(algorithm, args)) {
-    const AlgorithmTrials::Plan plan = state.trials().Next(args.kind, bytes, choice);
-    if (plan.role != AlgorithmTrials::Role::kFixed) {
-      trial = TrialPart{&state.trials(), choice, bytes, plan};
-    }
-  }
+  const AlgorithmId algorithm = state.selector().Choose(args.kind, bytes);
   if (DebugEnabled(DebugLevel::kTrace)) {
     DebugLog(DebugLevel::kTrace, absl::StrFormat("rank %d: %s #%d, %d bytes -> %s", state.rank(),
                                                  Name(args.kind), seq, bytes, Name(algorithm)));
   }
-  CollectiveOp op(state.peers(), args, algorithm, seq, trial);
+  CollectiveOp op(state.peers(), args, algorithm, seq);
   const auto to_heap = [&] { return std::make_unique<CollectiveOp>(std::move(op)); };
   if (state.group_depth > 0) {
     state.group_ops.push_back(to_heap());
@@ -507,36 +495,25 @@ std::optional<OpKind> CollectiveNamed(const std::string& collective) {
   return std::nullopt;
 }
 
-// What a tuned collective runs on now: the fastest its trials found, else the tuner's choice.
-AlgorithmId FoundOrChosen(CommState& state, OpKind kind, size_t bytes) {
-  return state.trials()
-      .Found(kind, bytes)
-      .value_or(state.selector().Choose(kind, bytes, state.peers()).algorithm);
-}
-
 }  // namespace
 
 std::string Communicator::AlgorithmFor(const std::string& collective, size_t bytes) const {
   const std::optional<OpKind> kind = CollectiveNamed(collective);
   if (!kind) return "unknown collective";
-  return Name(FoundOrChosen(*state_, *kind, bytes));
+  return Name(state_->selector().Choose(*kind, bytes));
 }
 
 double Communicator::PredictedSeconds(const std::string& collective, size_t bytes) const {
   const std::optional<OpKind> kind = CollectiveNamed(collective);
   if (!kind) return -1;
-  return state_->selector().Predict(FoundOrChosen(*state_, *kind, bytes), *kind, bytes,
-                                    state_->peers());
+  const AlgorithmSelector& selector = state_->selector();
+  return selector.Predict(selector.Choose(*kind, bytes), *kind, bytes);
 }
 
 std::string Communicator::ExplainAlgorithm(const std::string& collective, size_t bytes) const {
   const std::optional<OpKind> kind = CollectiveNamed(collective);
   if (!kind) return "unknown collective";
-  std::string explained = state_->selector().Explain(*kind, bytes, state_->peers());
-  if (std::optional<AlgorithmId> found = state_->trials().Found(*kind, bytes)) {
-    absl::StrAppend(&explained, "; the job's trials found ", Name(*found), " fastest");
-  }
-  return explained;
+  return state_->selector().Explain(*kind, bytes);
 }
 
 }  // namespace weft

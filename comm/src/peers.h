@@ -80,9 +80,6 @@ class Peers {
   // advances this identically, so round numbers agree across ranks.
   uint64_t NextArenaRound() { return ++arena_round_; }
   uint64_t arena_round() const { return arena_round_; }
-  // CommOptions::shared_buffers: the tuner's hint that buffers come from AllocShared.
-  void SetSharedBuffers(bool shared) { shared_buffers_ = shared; }
-  bool shared_buffers() const { return shared_buffers_; }
   // The latest round in which this rank saw every other rank begin: all of them had finished
   // every earlier round, so halves of earlier rounds are free without asking them.
   uint64_t arena_synced_round() const { return arena_synced_round_; }
@@ -109,7 +106,6 @@ class Peers {
   Envelope base_;
   Deadline deadline_ = Deadline::In(absl::InfiniteDuration());
   uint64_t arena_round_ = 0;
-  bool shared_buffers_ = false;
   uint64_t arena_synced_round_ = 0;
   PeerBufferMaps peer_buffers_;
 };

@@ -107,8 +107,7 @@ class Mismatch : public ::testing::TestWithParam<std::string> {
   // Runs `scenario` on 4 ranks, the last of which calls another collective than the others:
   // every rank must fail with an error that contains `what_each_called`, within 10 s of issuing
   // its operation: well before the 30 s deadline (reported, not timed out). The communicator's
-  // creation is not counted: where no calibration is cached, 4 ranks on 2 cores take 7-8 s to
-  // calibrate, 16 s beside the rest of the suite.
+  // creation is not counted: 4 ranks on 2 cores beside the rest of the suite start slowly.
   void ExpectEveryRankReports(const std::string& scenario, const std::string& what_each_called) {
     constexpr int kSize = 4;
     Env env = TransportEnv(GetParam());

@@ -80,7 +80,7 @@ int Timeout(Communicator& comm) {
 
 // Waits for `work`, issued at `issued`, which must fail: reports the error and how long after
 // the issue it came ("FAILED_AFTER_MS <n>"), which the test bounds. Creating the communicator
-// is not counted: it calibrates the tuner where the host has no cached calibration yet.
+// is not counted: its bootstrap is not what the test bounds.
 int ExpectFailure(Work& work, absl::Time issued) {
   absl::Status s = work.Wait();
   if (s.ok()) return 1;

@@ -2,9 +2,6 @@
 // same algorithm for every collective and size (they all price with rank 0's model), the tuner
 // must explain each choice with a positive prediction, and WEFT_EXPECT_ALGO, when set, names the
 // algorithm every all-reduce must use (to check that WEFT_ALGO overrides the tuner).
-// WEFT_EXPECT_TRIALS=1: the host's states disagree on the 1 MiB all-reduce; after 64 of them the
-// job times both contenders (algorithm_trials.h); the all-reduces stay exact, and every rank ends
-// on the same algorithm.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -22,42 +19,6 @@ namespace {
 constexpr const char* kCollectives[] = {"all_reduce", "reduce_scatter", "all_gather",
                                         "broadcast",  "reduce",         "all_to_all"};
 
-constexpr size_t kTrialBytes = size_t{1} << 20;
-
-int ExpectTrials(weft::Communicator& comm) {
-  int failures = 0;
-  std::vector<float> data(kTrialBytes / sizeof(float));
-  // 64 on the first state's choice, a round (a block of trials of the other contender: 5, at
-  // 0.2 ms each as the fast state prices them), the one that decides, then a few more.
-  for (int i = 0; i < 74; ++i) {
-    std::fill(data.begin(), data.end(), static_cast<float>(comm.rank() + i));
-    if (absl::Status s = comm.AllReduce(data.data(), data.data(), data.size(),
-                                        weft::DataType::kFloat32, weft::ReduceOp::kSum)
-                             .Wait();
-        !s.ok()) {
-      std::fprintf(stderr, "FAIL all_reduce: %s\n", s.ToString().c_str());
-      return 1;
-    }
-    const int n = comm.size();
-    const float sum = static_cast<float>(n * (n - 1) / 2 + n * i);
-    if (std::count(data.begin(), data.end(), sum) != static_cast<std::ptrdiff_t>(data.size())) {
-      ++failures;
-      std::fprintf(stderr, "FAIL all_reduce %d: not %g everywhere\n", i, sum);
-    }
-  }
-  const std::string found = comm.AlgorithmFor("all_reduce", kTrialBytes);
-  std::printf("rank %d: 1 MiB all_reduce: %s; %s\n", comm.rank(), found.c_str(),
-              comm.ExplainAlgorithm("all_reduce", kTrialBytes).c_str());
-  const uint64_t mine = std::hash<std::string>()(found);
-  std::vector<uint64_t> all(comm.size());
-  if (absl::Status s = comm.AllGather(&mine, all.data(), 1, weft::DataType::kUint64).Wait();
-      !s.ok() || std::count(all.begin(), all.end(), mine) != comm.size()) {
-    ++failures;
-    std::fprintf(stderr, "FAIL the ranks run the 1 MiB all-reduce on different algorithms\n");
-  }
-  return failures;
-}
-
 int Run() {
   absl::StatusOr<std::unique_ptr<weft::Communicator>> created =
       weft::Communicator::CreateFromEnvironment();
@@ -66,7 +27,6 @@ int Run() {
     return 1;
   }
   weft::Communicator& comm = **created;
-  if (std::getenv("WEFT_EXPECT_TRIALS") != nullptr) return ExpectTrials(comm) == 0 ? 0 : 1;
   const char* expect = std::getenv("WEFT_EXPECT_ALGO");
   int failures = 0;
   std::string choices;

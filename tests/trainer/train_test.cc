@@ -60,7 +60,8 @@ class TrainTest : public ::testing::Test {
   }
 
   // Runs weft-train (under weftrun when ranks > 0) and returns its result.
-  ProcessResult Train(int ranks, const std::string& out, std::vector<std::string> args) {
+  ProcessResult Train(int ranks, const std::string& out, std::vector<std::string> args,
+                      Env env = {}) {
     std::vector<std::string> argv;
     if (ranks > 0) {
       argv = {WEFTRUN, "-n", std::to_string(ranks), "--timeout", std::to_string(60 * TimeScale()),
@@ -70,8 +71,8 @@ class TrainTest : public ::testing::Test {
                 {WEFT_TRAIN, "--config", TINY_CONFIG, "--out", (dir_ / out).string(), "--set",
                  "data=" + (dir_ / "corpus.txt").string(), "--set", "sample_tokens=0"});
     argv.insert(argv.end(), args.begin(), args.end());
-    return RunProcess(argv, Env{{"WEFT_TIMEOUT", std::to_string(30 * TimeScale())}},
-                      Scaled(std::chrono::seconds(70)));
+    env.emplace_back("WEFT_TIMEOUT", std::to_string(30 * TimeScale()));
+    return RunProcess(argv, env, Scaled(std::chrono::seconds(70)));
   }
 
   // step → the value of `key` exactly as written in metrics.jsonl.
@@ -196,6 +197,17 @@ TEST_F(TrainTest, ResumeIsBitIdenticalOnTwoRanks) {
   ExpectOk(resumed);
   EXPECT_TRUE(absl::StrContains(resumed.output, "(step 6)")) << resumed.output;
   EXPECT_EQ(Losses("split"), Losses("full"));
+}
+
+// The tuner's pick is a function of the call and the layout alone, so the gradients sum in the
+// same order in every run: two runs print the same losses and gradient norms.
+TEST_F(TrainTest, TwoRunsOnTwoRanksAreBitIdenticalWithTheTunersPicks) {
+  const Env tuned = {{"WEFT_ALGO", ""}};  // empty: unset, whatever the caller's environment says
+  ExpectOk(Train(2, "first", {}, tuned));
+  ExpectOk(Train(2, "second", {}, tuned));
+  EXPECT_EQ(Losses("first").size(), 20u);
+  EXPECT_EQ(Losses("second"), Losses("first"));
+  EXPECT_EQ(Metric("second", "grad_norm"), Metric("first", "grad_norm"));
 }
 
 TEST_F(TrainTest, CorruptOrTruncatedCheckpointFallsBackToThePreviousOne) {

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "algorithms/tuner.h"
 #include "reachability.h"
 #include "transport/tcp/interfaces.h"
 #include "variables.h"
@@ -181,6 +183,42 @@ void PrintConfiguration() {
   }
 }
 
+// The tuner's model in force (WEFT_TUNING_FILE or the built-in defaults) and what it picks, with
+// every candidate's prediction, for two example layouts. False where the file cannot be used,
+// which fails a job's creation too.
+bool PrintTuning() {
+  CostModel model;
+  if (const std::string path = Env("WEFT_TUNING_FILE"); !path.empty()) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    const absl::Status s = in ? model.Merge(text.str(), path)
+                              : absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
+    if (!s.ok()) {
+      std::printf("Tuner model: WEFT_TUNING_FILE unusable: %s\n", std::string(s.message()).c_str());
+      return false;
+    }
+  }
+  std::printf("Tuner model: %s\n", model.source().c_str());
+  const CostTuner tuner(model);
+  CommLayout one_host;
+  one_host.ranks = 2;
+  one_host.max_local = one_host.lanes = 2;
+  one_host.arena = one_host.remote_read = true;
+  CommLayout two_nodes;
+  two_nodes.ranks = 4;
+  two_nodes.nodes = 2;
+  two_nodes.max_local = two_nodes.lanes = 2;
+  for (const CommLayout& layout : {one_host, two_nodes}) {
+    for (OpKind kind : {OpKind::kAllReduce, OpKind::kAllGather, OpKind::kBroadcast}) {
+      for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{16} << 20}) {
+        std::printf("  %s\n", tuner.Explain(kind, bytes, layout).c_str());
+      }
+    }
+  }
+  return true;
+}
+
 int Main(int argc, char** argv) {
   std::string dump;
   bool dump_requested = false;
@@ -256,6 +294,7 @@ int Main(int argc, char** argv) {
     }
   }
   PrintConfiguration();
+  ok = PrintTuning() && ok;
   return ok ? 0 : 1;
 }
 

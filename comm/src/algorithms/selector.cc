@@ -1,11 +1,6 @@
 #include "algorithms/selector.h"
 
-#include <algorithm>
-#include <limits>
-
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "log.h"
 
@@ -65,8 +60,10 @@ absl::StatusOr<AlgorithmSelector> AlgorithmSelector::Create(absl::string_view sp
   return selector;
 }
 
-void AlgorithmSelector::SetTuners(std::vector<std::shared_ptr<const Tuner>> tuners) {
-  tuners_ = std::move(tuners);
+void AlgorithmSelector::SetTuner(CostModel model, CommLayout layout, int rank) {
+  tuner_ = std::make_shared<CostTuner>(std::move(model));
+  layout_ = layout;
+  rank_ = rank;
   decided_ = std::make_shared<Decided>();
 }
 
@@ -78,18 +75,23 @@ uint64_t AlgorithmSelector::PackDecision(OpKind kind, size_t bytes, AlgorithmId 
 }
 
 std::optional<AlgorithmId> AlgorithmSelector::Forced(OpKind kind) const {
+  std::optional<AlgorithmId> forced;
   // Most jobs force nothing per collective: skip the lookup, which every call would pay.
   if (!forced_.empty()) {
-    if (auto it = forced_.find(kind); it != forced_.end()) return it->second;
+    if (auto it = forced_.find(kind); it != forced_.end()) forced = it->second;
   }
-  if (forced_all_ && Implements(*forced_all_, kind)) return forced_all_;
-  return std::nullopt;
+  if (!forced && forced_all_ && Implements(*forced_all_, kind)) forced = forced_all_;
+  // Only a one-rank communicator gets here with one that cannot run (CheckForced).
+  if (forced == AlgorithmId::kShmDirect && !layout_.arena) return std::nullopt;
+  if (forced == AlgorithmId::kCmaDirect && !layout_.remote_read) return std::nullopt;
+  return forced;
 }
 
 absl::Status AlgorithmSelector::CheckForced(const Peers& peers, absl::string_view transport) const {
   for (OpKind kind : kCollectives) {
-    const std::optional<AlgorithmId> forced = Forced(kind);
-    if (!forced) continue;
+    std::optional<AlgorithmId> forced = forced_all_;
+    if (auto it = forced_.find(kind); it != forced_.end()) forced = it->second;
+    if (!forced || !Implements(*forced, kind)) continue;
     if (std::string why = Unusable(*forced, peers, transport); !why.empty()) {
       return absl::FailedPreconditionError(
           absl::StrCat("WEFT_ALGO forces ", Name(*forced), " for ", Name(kind),
@@ -99,111 +101,49 @@ absl::Status AlgorithmSelector::CheckForced(const Peers& peers, absl::string_vie
   return absl::OkStatus();
 }
 
-AlgorithmSelector::Choice AlgorithmSelector::Choose(OpKind kind, size_t bytes,
-                                                    const Peers& peers) const {
-  const std::optional<AlgorithmId> forced = Forced(kind);
-  // Only a one-rank communicator gets here with one that cannot run (CheckForced).
-  if (forced && Usable(*forced, peers)) return {*forced};
+AlgorithmId AlgorithmSelector::Choose(OpKind kind, size_t bytes) const {
+  if (const std::optional<AlgorithmId> forced = Forced(kind)) return *forced;
   // The packed call with algorithm 0: the latest decision's key part if it was for this call.
   const uint64_t key = PackDecision(kind, bytes, AlgorithmId{});
   const uint64_t latest = decided_->latest.load(std::memory_order_relaxed);
   if (key != kNoDecision && (latest & ~uint64_t{0xff}) == key) {
-    return {static_cast<AlgorithmId>(latest & 0xff)};
+    return static_cast<AlgorithmId>(latest & 0xff);
   }
+  const AlgorithmId id = Decide(kind, bytes);
+  decided_->latest.store(PackDecision(kind, bytes, id), std::memory_order_relaxed);
+  return id;
+}
+
+AlgorithmId AlgorithmSelector::Decide(OpKind kind, size_t bytes) const {
   const std::pair<OpKind, size_t> call{kind, bytes};
-  const auto remember = [&](const Choice& choice) {
-    if (choice.contender_count == 0) {
-      decided_->latest.store(PackDecision(kind, bytes, choice.algorithm),
-                             std::memory_order_relaxed);
-    }
-    return choice;
-  };
   {
     std::lock_guard<std::mutex> lock(decided_->mu);
-    if (auto it = decided_->by_call.find(call); it != decided_->by_call.end()) {
-      return remember(it->second);
-    }
+    if (auto it = decided_->by_call.find(call); it != decided_->by_call.end()) return it->second;
   }
-  const TuningShape shape = TuningShape::Of(peers);
-  Choice choice;
-  choice.fastest_s = std::numeric_limits<double>::infinity();
-  const auto contend = [&](AlgorithmId id) {
-    const auto end = choice.contenders.begin() + choice.contender_count;
-    if (std::find(choice.contenders.begin(), end, id) == end &&
-        choice.contender_count < kMaxContenders) {
-      choice.contenders[choice.contender_count++] = id;
-    }
-  };
-  // (price over the state's choice's, algorithm); trials run only where the ranks share a host.
-  std::vector<std::pair<double, AlgorithmId>> near;
-  for (size_t state = 0; state < tuners_.size(); ++state) {
-    const TunerChoice chosen = tuners_[state]->Choose(kind, bytes, shape);
-    if (state == 0) choice.algorithm = chosen.algorithm;
-    choice.fastest_s = std::min(choice.fastest_s, chosen.predicted_s);
-    contend(chosen.algorithm);
-    if (!shape.arena || chosen.predicted_s <= 0) continue;
-    for (const TunerChoice& priced : tuners_[state]->Priced(kind, bytes, shape)) {
-      const double ratio = priced.predicted_s / chosen.predicted_s;
-      if (priced.algorithm != chosen.algorithm && ratio <= kNearFactor) {
-        near.emplace_back(ratio, priced.algorithm);
-      }
-    }
-  }
-  std::sort(near.begin(), near.end());
-  for (const auto& [ratio, id] : near) contend(id);
-  if (choice.contender_count < 2 || choice.fastest_s < kMinContestedSeconds) {
-    choice.contender_count = 0;
-    choice.fastest_s = 0;
-  }
+  const AlgorithmId id = tuner_->Choose(kind, bytes, layout_).algorithm;
+  bool first_of_class = false;
   {
     std::lock_guard<std::mutex> lock(decided_->mu);
     if (decided_->by_call.size() >= kRememberedDecisions) decided_->by_call.clear();
-    decided_->by_call.emplace(call, choice);
-  }
-  remember(choice);
-  if (!DebugEnabled(DebugLevel::kInfo)) return choice;
-  if (forced) {
-    DebugLog(DebugLevel::kInfo,
-             absl::StrCat("rank ", peers.rank(), ": WEFT_ALGO asks for ", Name(*forced), " for ",
-                          Name(kind), " but this communicator has one rank; using ",
-                          Name(choice.algorithm)));
+    decided_->by_call.emplace(call, id);
+    const int size_class = bytes == 0 ? -1 : 63 - __builtin_clzll(bytes);
+    first_of_class = decided_->printed.emplace(kind, size_class).second;
   }
   // Every rank decides alike: rank 0 speaks for them, once per collective and size class.
-  if (peers.rank() == 0) {
-    const int size_class = bytes == 0 ? -1 : 63 - __builtin_clzll(bytes);
-    bool first;
-    {
-      std::lock_guard<std::mutex> lock(printed_->mu);
-      first = printed_->seen.emplace(kind, size_class).second;
-    }
-    if (first) {
-      DebugLog(DebugLevel::kInfo, absl::StrCat("rank 0: tuner: ", Explain(kind, bytes, peers)));
-    }
+  if (rank_ == 0 && first_of_class && DebugEnabled(DebugLevel::kInfo)) {
+    DebugLog(DebugLevel::kInfo, absl::StrCat("rank 0: tuner: ", Explain(kind, bytes)));
   }
-  return choice;
+  return id;
 }
 
-double AlgorithmSelector::Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
-                                  const Peers& peers) const {
-  return tuners_.front()->Predict(algorithm, kind, bytes, TuningShape::Of(peers));
+double AlgorithmSelector::Predict(AlgorithmId algorithm, OpKind kind, size_t bytes) const {
+  return tuner_->Predict(algorithm, kind, bytes, layout_);
 }
 
-std::string AlgorithmSelector::Explain(OpKind kind, size_t bytes, const Peers& peers) const {
-  const TuningShape shape = TuningShape::Of(peers);
-  std::string explained = tuners_.front()->Explain(kind, bytes, shape);
-  const std::optional<AlgorithmId> forced = Forced(kind);
-  if (forced && Usable(*forced, peers)) {
+std::string AlgorithmSelector::Explain(OpKind kind, size_t bytes) const {
+  std::string explained = tuner_->Explain(kind, bytes, layout_);
+  if (const std::optional<AlgorithmId> forced = Forced(kind)) {
     return absl::StrCat("WEFT_ALGO forces ", Name(*forced), "; the tuner would say: ", explained);
-  }
-  const Choice choice = Choose(kind, bytes, peers);
-  if (choice.contender_count > 1) {
-    absl::StrAppend(
-        &explained, "; the job times ",
-        absl::StrJoin(choice.contenders.begin(), choice.contenders.begin() + choice.contender_count,
-                      ", ", [](std::string* out, AlgorithmId id) { out->append(Name(id)); }),
-        absl::StrFormat(" (a state of the host chooses each, or prices it within %gx of its "
-                        "choice)",
-                        kNearFactor));
   }
   return explained;
 }

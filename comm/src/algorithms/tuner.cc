@@ -22,22 +22,12 @@ constexpr double kTreeChunkBytes = 512 << 10;
 constexpr double kLaneChunkBytes = 1 << 20;
 
 // Over several nodes a hierarchical broadcast or all-reduce larger than kShortBytes priced within
-// this factor of the cheapest is taken. It keeps every lane's connection busy, so more of the
-// data is in flight and the ranks that only send are done sooner, which no link class holds. On
-// the network-namespace rig (2 nodes x 2 ranks, 1 Gbit/s) a loop of twenty 2 MiB broadcasts took
-// 11.3-12.4 ms by the hierarchy against 14.0-14.2 by the tree (the ranks' mean, as the benchmarks
-// report), where calibration times both to the last rank at 17.4-17.5; all-reduces from 8 MiB ran
-// Rabenseifner at 1.08-1.10x the hierarchy, which calibration priced 3% apart at 8 MiB, and their
-// near ties at 32-128 KiB ran as ties. All-gathers and reduce-scatters take the cheapest: session
-// 22's near ties of theirs (all-gather 8 KiB, reduce-scatter 512 B) ran Rabenseifner at
-// 0.84-0.93x the hierarchy's time.
+// this factor of the cheapest is taken: it keeps every lane's connection busy, so more data is in
+// flight than any one link class holds.
 constexpr double kHierarchyMargin = 1.05;
-// Up to this size (calibration's second anchor) a hierarchical algorithm is taken only where it
-// is priced below the cheapest other one by kHierarchyMargin. Calibration times short loops
-// there, which a benchmark's loops of 200 outlast; in five rig checks (sessions 22-24, 26, 27)
-// the loops ran the best flat algorithm at 0.47-0.98x the hierarchy's time in 99 of the 100
-// (collective, size) cells to 8 KiB, 1.04x in the other, where session 27's check priced the
-// hierarchy's 8 KiB broadcast 4% below the tree's and ran it 1.21x slower.
+// Up to this size the hierarchy is never taken: its extra phases cost hand-offs between ranks
+// that no link's alpha holds, and on the 2 x 2 rig the best flat algorithm ran faster in 99 of
+// 100 (collective, size) cells to 8 KiB.
 constexpr size_t kShortBytes = 8 << 10;
 
 double Log2Ceil(int p) { return p <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(p))); }
@@ -47,20 +37,20 @@ std::string Micros(double seconds) { return absl::StrFormat("%.1f us", seconds *
 
 }  // namespace
 
-TuningShape TuningShape::Of(const Peers& peers) {
+CommLayout CommLayout::Of(const Peers& peers, bool alloc_shared_buffers) {
   const NodeLayout& nodes = peers.nodes();
-  TuningShape shape;
+  CommLayout shape;
   shape.ranks = peers.size();
   shape.nodes = nodes.num_nodes();
   shape.lanes = nodes.lanes();
   shape.max_local = nodes.max_local_size();
   shape.arena = peers.arena() != nullptr;
   shape.remote_read = Usable(AlgorithmId::kCmaDirect, peers);
-  shape.shared_buffers = peers.shared_buffers();
+  shape.alloc_shared_buffers = alloc_shared_buffers;
   return shape;
 }
 
-std::vector<AlgorithmId> CostTuner::Candidates(OpKind kind, const TuningShape& shape) const {
+std::vector<AlgorithmId> CostTuner::Candidates(OpKind kind, const CommLayout& shape) const {
   // On one host every collective the arena families implement runs on the arena: their
   // fingerprints meet there, so a rank that calls a different collective is caught at once,
   // whereas a link algorithm on one rank and an arena one on another would wait on each other
@@ -79,32 +69,12 @@ std::vector<AlgorithmId> CostTuner::Candidates(OpKind kind, const TuningShape& s
 }
 
 double CostTuner::Predict(AlgorithmId algorithm, OpKind kind, size_t bytes,
-                          const TuningShape& shape) const {
-  const double t = Formula(algorithm, kind, static_cast<double>(bytes), shape);
-  if (t < 0 || shape.nodes < 2) return t;
-  const TimeCurve* anchors =
-      model_.Anchors(CostModel::CollectiveClass(Name(algorithm), Name(kind)), shape.ranks);
-  if (anchors == nullptr) return t;
-  // What the formula misses at each anchor; a straight line between two, flat beyond them.
-  const double n = static_cast<double>(bytes);
-  double below_bytes = 0, below_miss = 0;
-  bool first = true;
-  for (const auto& [anchor_bytes, us] : anchors->points()) {
-    const double at = static_cast<double>(anchor_bytes);
-    const double miss = us * 1e-6 - Formula(algorithm, kind, at, shape);
-    if (n <= at) {
-      const double weight = first ? 1.0 : (n - below_bytes) / (at - below_bytes);
-      return std::max(0.0, t + below_miss + weight * (miss - below_miss));
-    }
-    below_bytes = at;
-    below_miss = miss;
-    first = false;
-  }
-  return std::max(0.0, t + below_miss);
+                          const CommLayout& shape) const {
+  return Formula(algorithm, kind, static_cast<double>(bytes), shape);
 }
 
 double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
-                          const TuningShape& shape) const {
+                          const CommLayout& shape) const {
   if (!Implements(algorithm, kind)) return -1;
   const int p = shape.ranks;
   if (p <= 1) return 0;
@@ -184,17 +154,22 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
       return log_p * a;
     case AlgorithmId::kShmDirect:
     case AlgorithmId::kCmaDirect: {
-      // Each collective is calibrated on its own; a reduce makes the copies of an all-reduce,
+      // Each collective has a class of its own; a reduce makes the copies of an all-reduce,
       // and a barrier costs what its fixed part does.
       if (!(algorithm == AlgorithmId::kShmDirect ? shape.arena : shape.remote_read)) return -1;
       const OpKind measured =
           kind == OpKind::kReduce || kind == OpKind::kBarrier ? OpKind::kAllReduce : kind;
-      // cma_direct reads shared buffers with plain loads, others through the kernel: two curves.
-      const char* measured_as = algorithm == AlgorithmId::kCmaDirect && shape.shared_buffers
+      // cma_direct reads AllocShared buffers with plain loads, others through the kernel.
+      const char* measured_as = algorithm == AlgorithmId::kCmaDirect && shape.alloc_shared_buffers
                                     ? CostModel::kCmaDirectShared
                                     : Name(algorithm);
-      return model_.DirectSeconds(CostModel::CollectiveClass(measured_as, Name(measured)), p,
-                                  kind == OpKind::kBarrier ? 0 : n);
+      int measured_ranks = p;
+      const LinkCost cost = model_.Get(CostModel::CollectiveClass(measured_as, Name(measured)), p,
+                                       &measured_ranks);
+      // Measured on another group size: the ranks share the memory bus, so what the bytes add
+      // grows with their number.
+      const double bytes = kind == OpKind::kBarrier ? 0 : n;
+      return cost.alpha() + bytes * cost.beta() * p / std::max(1, measured_ranks);
     }
     case AlgorithmId::kHierarchical: {
       if (shape.nodes < 2) return -1;
@@ -235,9 +210,9 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
   return -1;
 }
 
-std::vector<TunerChoice> CostTuner::Priced(OpKind kind, size_t bytes,
-                                           const TuningShape& shape) const {
-  std::vector<TunerChoice> priced;
+std::vector<Priced> CostTuner::PriceAll(OpKind kind, size_t bytes,
+                                           const CommLayout& shape) const {
+  std::vector<Priced> priced;
   for (AlgorithmId id : Candidates(kind, shape)) {
     const double t = Predict(id, kind, bytes, shape);
     if (t >= 0) priced.push_back({id, t});
@@ -245,47 +220,46 @@ std::vector<TunerChoice> CostTuner::Priced(OpKind kind, size_t bytes,
   return priced;
 }
 
-TunerChoice CostTuner::Choose(OpKind kind, size_t bytes, const TuningShape& shape) const {
-  const std::vector<TunerChoice> priced = Priced(kind, bytes, shape);
+Priced CostTuner::Choose(OpKind kind, size_t bytes, const CommLayout& shape) const {
+  const std::vector<Priced> priced = PriceAll(kind, bytes, shape);
   if (priced.empty()) {
     // Nothing priced (a collective without candidates here): the one algorithm that does it.
     return {kind == OpKind::kAllToAll ? AlgorithmId::kPairwise : AlgorithmId::kRing, -1};
   }
-  TunerChoice best = priced.front();
-  for (const TunerChoice& candidate : priced) {
-    if (candidate.predicted_s < best.predicted_s) best = candidate;
+  Priced best = priced.front();
+  for (const Priced& candidate : priced) {
+    if (candidate.seconds < best.seconds) best = candidate;
   }
   const auto hierarchy =
-      std::find_if(priced.begin(), priced.end(), [](const TunerChoice& candidate) {
+      std::find_if(priced.begin(), priced.end(), [](const Priced& candidate) {
         return candidate.algorithm == AlgorithmId::kHierarchical;
       });
   if (hierarchy == priced.end()) return best;
   if (bytes <= kShortBytes) {
-    if (best.algorithm != AlgorithmId::kHierarchical) return best;
-    std::optional<TunerChoice> flat;
-    for (const TunerChoice& candidate : priced) {
+    std::optional<Priced> flat;
+    for (const Priced& candidate : priced) {
       if (candidate.algorithm == AlgorithmId::kHierarchical) continue;
-      if (!flat || candidate.predicted_s < flat->predicted_s) flat = candidate;
+      if (!flat || candidate.seconds < flat->seconds) flat = candidate;
     }
-    return flat && hierarchy->predicted_s * kHierarchyMargin > flat->predicted_s ? *flat : best;
+    return flat.value_or(best);
   }
   const bool near_tie_to_hierarchy = kind == OpKind::kBroadcast || kind == OpKind::kAllReduce;
-  if (near_tie_to_hierarchy && hierarchy->predicted_s <= kHierarchyMargin * best.predicted_s) {
+  if (near_tie_to_hierarchy && hierarchy->seconds <= kHierarchyMargin * best.seconds) {
     return *hierarchy;
   }
   return best;
 }
 
-std::string CostTuner::Explain(OpKind kind, size_t bytes, const TuningShape& shape) const {
-  const TunerChoice choice = Choose(kind, bytes, shape);
+std::string CostTuner::Explain(OpKind kind, size_t bytes, const CommLayout& shape) const {
+  const Priced choice = Choose(kind, bytes, shape);
   std::string text =
       absl::StrCat(Name(kind), " ", bytes, " bytes on ", shape.ranks, " ranks, ", shape.nodes,
                    shape.nodes == 1 ? " node" : " nodes", ": ", Name(choice.algorithm),
-                   " predicted ", Micros(choice.predicted_s), " (");
+                   " predicted ", Micros(choice.seconds), " (");
   bool first = true;
-  for (const TunerChoice& candidate : Priced(kind, bytes, shape)) {
+  for (const Priced& candidate : PriceAll(kind, bytes, shape)) {
     absl::StrAppend(&text, first ? "" : ", ", Name(candidate.algorithm), " ",
-                    Micros(candidate.predicted_s));
+                    Micros(candidate.seconds));
     first = false;
   }
   absl::StrAppend(&text, "; model: ", model_.source(), ")");
