@@ -26,7 +26,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backoff.h"
-#include "bootstrap/file_store.h"
+#include "file_store.h"
 #include "deadline.h"
 #include "gtest/gtest.h"
 #include "op_kind.h"

@@ -29,7 +29,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "backoff.h"
-#include "bootstrap/file_store.h"
+#include "file_store.h"
 #include "deadline.h"
 #include "gtest/gtest.h"
 #include "op_kind.h"

@@ -1,4 +1,4 @@
-#include "bootstrap/file_store.h"
+#include "file_store.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
