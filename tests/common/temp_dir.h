@@ -1,5 +1,5 @@
 // TempDir: a fresh directory under /tmp for one test's files (flight-recorder dumps, file stores,
-// tuning caches), removed with everything in it when the object goes away, so that test runs
+// tuning files), removed with everything in it when the object goes away, so that test runs
 // leave nothing behind.
 #pragma once
 
