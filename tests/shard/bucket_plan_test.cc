@@ -111,13 +111,16 @@ TEST(BucketPlan, ContiguityIgnoresRegistrationOrderButNotGaps) {
   // One element left out between b and c: packed.
   const std::vector<Gradient> gap = {{"b", buffer.data(), 2}, {"c", buffer.data() + 3, 4}};
   EXPECT_EQ(MustPlan(gap, 1 << 20, 1 << 20).bucket(0).contiguous, nullptr);
-  // Separate allocations: packed, except a bucket of one gradient.
-  std::vector<float> x(4), y(4);
-  const std::vector<Gradient> separate = {{"x", x.data(), 4}, {"y", y.data(), 4}};
+  // Apart (one element between them; separate allocations may happen to abut): packed, except a
+  // bucket of one gradient.
+  std::vector<float> both(9);
+  float* x = both.data();
+  float* y = both.data() + 5;
+  const std::vector<Gradient> separate = {{"x", x, 4}, {"y", y, 4}};
   EXPECT_EQ(MustPlan(separate, 1 << 20, 1 << 20).bucket(0).contiguous, nullptr);
   const BucketPlan singles = MustPlan(separate, 16, 16);
-  EXPECT_EQ(singles.bucket(0).contiguous, reinterpret_cast<unsigned char*>(y.data()));
-  EXPECT_EQ(singles.bucket(1).contiguous, reinterpret_cast<unsigned char*>(x.data()));
+  EXPECT_EQ(singles.bucket(0).contiguous, reinterpret_cast<unsigned char*>(y));
+  EXPECT_EQ(singles.bucket(1).contiguous, reinterpret_cast<unsigned char*>(x));
 }
 
 TEST(BucketPlan, HashIsTheSameForTheSameGradientsAnywhereInMemory) {

@@ -6,6 +6,8 @@
 // Tolerance: |weft − reference| ≤ 1e-5 · (1 + |reference|). fp32 rounding over sums of ~256
 // terms stays near 1e-6; a wrong formula (a missing bias, a variance with the wrong divisor, a
 // non-causal mask, a missing 1/√hs) is off by 1e-2 or more.
+#include <cblas.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -19,6 +21,13 @@ namespace weft::trainer {
 namespace {
 
 constexpr double kTol = 1e-5;
+
+// The trainer's default, one OpenBLAS thread per rank: the GEMMs then run on the test's thread
+// (OpenBLAS's own pool is not instrumented, so ThreadSanitizer cannot follow its hand-offs).
+class ForwardReference : public ::testing::Test {
+ protected:
+  void SetUp() override { openblas_set_num_threads(1); }
+};
 
 std::vector<float> Random(size_t n, Rng* rng, float scale = 1.0f) {
   std::vector<float> v(n);
@@ -38,7 +47,7 @@ void ExpectClose(const std::string& what, const std::vector<double>& reference, 
   EXPECT_EQ(failures, 0) << what << ": " << failures << " of " << reference.size() << " off";
 }
 
-TEST(ForwardReference, MatmulWithBiasAndResidual) {
+TEST_F(ForwardReference, MatmulWithBiasAndResidual) {
   const int N = 37, C = 96, OC = 80;
   Rng rng(11);
   const std::vector<float> inp = Random(N * C, &rng), w = Random(OC * C, &rng, 0.1f),
@@ -59,7 +68,7 @@ TEST(ForwardReference, MatmulWithBiasAndResidual) {
   ExpectClose("matmul without bias or residual", ref_plain, plain.data());
 }
 
-TEST(ForwardReference, LayerNorm) {
+TEST_F(ForwardReference, LayerNorm) {
   for (const int C : {64, 80, 70}) {  // whole 16-lane iterations, and a tail of 6
     const int N = 9;
     Rng rng(12 + C);
@@ -90,7 +99,7 @@ TEST(ForwardReference, LayerNorm) {
   }
 }
 
-TEST(ForwardReference, CausalAttention) {
+TEST_F(ForwardReference, CausalAttention) {
   const int B = 2, T = 40, C = 64, NH = 2, hs = C / NH;
   Rng rng(13);
   const std::vector<float> qkv = Random(B * T * 3 * C, &rng);
@@ -126,7 +135,7 @@ TEST(ForwardReference, CausalAttention) {
   ExpectClose("attention output", ref, out.data());
 }
 
-TEST(ForwardReference, SoftmaxCrossEntropy) {
+TEST_F(ForwardReference, SoftmaxCrossEntropy) {
   const int N = 5, V = 256;
   Rng rng(14);
   const std::vector<float> logits = Random(N * V, &rng, 2.0f);
