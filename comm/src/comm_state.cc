@@ -44,18 +44,18 @@ absl::StatusOr<CostModel> SharedModel(Store& store, int rank, bool shared_buffer
       std::ifstream in(path);
       std::stringstream text;
       if (in) text << in.rdbuf();
-      absl::StrAppend(&record, in ? absl::StrCat("+", path, "\n", text.str())
-                                  : absl::StrCat("!WEFT_TUNING_FILE ", path, ": ",
-                                                 std::strerror(errno)));
+      absl::StrAppend(&record,
+                      in ? absl::StrCat("+", path, "\n", text.str())
+                         : absl::StrCat("!WEFT_TUNING_FILE ", path, ": ", std::strerror(errno)));
     }
     if (absl::Status s = store.Set(kKey, record); !s.ok()) return s;
   } else {
     absl::StatusOr<std::string> got = store.Get(kKey, deadline);
     if (!got.ok()) return got.status();
     if (got->empty() || (*got)[0] != record[0]) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shared_buffers (WEFT_SHARED_BUFFERS) is ", shared_buffers ? 1 : 0,
-          " on this rank but not on rank 0: every rank must say the same"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("shared_buffers (WEFT_SHARED_BUFFERS) is ", shared_buffers ? 1 : 0,
+                       " on this rank but not on rank 0: every rank must say the same"));
     }
     record = *std::move(got);
   }
@@ -243,8 +243,8 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
       !s.ok()) {
     return fail(s, "choosing algorithms");
   }
-  absl::StatusOr<CostModel> model = SharedModel(*state->rendezvous_.store, rank,
-                                                state->config_.shared_buffers, deadline);
+  absl::StatusOr<CostModel> model =
+      SharedModel(*state->rendezvous_.store, rank, state->config_.shared_buffers, deadline);
   if (!model.ok()) return fail(model.status(), "agreeing on the tuner's model");
   if (rank == 0 && DebugEnabled(DebugLevel::kInfo)) {
     DebugLog(DebugLevel::kInfo, absl::StrCat(me, ": tuner model: ", model->source()));

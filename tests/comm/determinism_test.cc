@@ -22,8 +22,8 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 
 ProcessResult Launch(int ranks, std::vector<std::string> program, Env env) {
   const int limit_s = 120 * TimeScale();
-  std::vector<std::string> argv = {WEFTRUN, "-n", std::to_string(ranks), "--timeout",
-                                   std::to_string(limit_s), "--"};
+  std::vector<std::string> argv = {
+      WEFTRUN, "-n", std::to_string(ranks), "--timeout", std::to_string(limit_s), "--"};
   argv.insert(argv.end(), program.begin(), program.end());
   env.emplace_back("WEFT_TIMEOUT", std::to_string(60 * TimeScale()));
   return RunProcess(argv, env, std::chrono::seconds(limit_s + 10));
@@ -76,8 +76,7 @@ TEST(TuningFile, WeftTuneWritesTheModelAJobThenUses) {
   const ProcessResult tuned = Launch(2, {WEFT_TUNE, "--out", file, "--samples", "2"}, {});
   ExpectSuccess(tuned);
   ASSERT_TRUE(std::filesystem::exists(file)) << tuned.output;
-  const ProcessResult used =
-      RunPicks(2, {{"WEFT_TUNING_FILE", file}, {"WEFT_DEBUG", "INFO"}});
+  const ProcessResult used = RunPicks(2, {{"WEFT_TUNING_FILE", file}, {"WEFT_DEBUG", "INFO"}});
   ExpectSuccess(used);
   EXPECT_TRUE(absl::StrContains(used.output, "tuner model: " + file)) << used.output;
   EXPECT_TRUE(absl::StrContains(used.output, "; model: " + file + ")")) << used.output;
@@ -101,12 +100,11 @@ TEST(TuningFile, AMissingOrBrokenFileFailsCreationNamingIt) {
 
 // The picks depend on CommOptions::shared_buffers: ranks that disagree fail creation, naming it.
 TEST(TuningFile, RanksThatDisagreeOnSharedBuffersFailCreation) {
-  const ProcessResult result =
-      Launch(2,
-             {"/bin/sh", "-c",
-              absl::StrCat("[ \"$WEFT_RANK\" = 1 ] && export WEFT_SHARED_BUFFERS=1; exec ",
-                           PICK_WORKER)},
-             {});
+  const ProcessResult result = Launch(
+      2,
+      {"/bin/sh", "-c",
+       absl::StrCat("[ \"$WEFT_RANK\" = 1 ] && export WEFT_SHARED_BUFFERS=1; exec ", PICK_WORKER)},
+      {});
   EXPECT_FALSE(result.timed_out) << result.output;
   EXPECT_NE(result.exit_code, 0) << result.output;
   EXPECT_TRUE(absl::StrContains(result.output, "every rank must say the same")) << result.output;

@@ -65,7 +65,8 @@ int Run() {
   }
   absl::StatusOr<std::string> path = comm.DumpFlightRecorder("pick check");
   if (!path.ok()) {
-    std::fprintf(stderr, "FAIL dumping the flight recorder: %s\n", path.status().ToString().c_str());
+    std::fprintf(stderr, "FAIL dumping the flight recorder: %s\n",
+                 path.status().ToString().c_str());
     return 1;
   }
   std::ifstream file(*path);
@@ -82,8 +83,7 @@ int Run() {
     if (!first && it->second != algorithm) {
       ++failures;
       std::fprintf(stderr, "FAIL rank %d: %s of %s bytes ran on %s and on %s\n", comm.rank(),
-                   call.first.c_str(), call.second.c_str(), it->second.c_str(),
-                   algorithm.c_str());
+                   call.first.c_str(), call.second.c_str(), it->second.c_str(), algorithm.c_str());
     }
   }
   if (operations < 7 * kCalls) {
@@ -94,8 +94,7 @@ int Run() {
   uint64_t hash = 1469598103934665603ull;
   for (char c : sequence) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
   std::vector<uint64_t> hashes(comm.size());
-  if (absl::Status s = comm.AllGather(&hash, hashes.data(), 1, DataType::kUint64).Wait();
-      !s.ok()) {
+  if (absl::Status s = comm.AllGather(&hash, hashes.data(), 1, DataType::kUint64).Wait(); !s.ok()) {
     std::fprintf(stderr, "FAIL all_gather: %s\n", s.ToString().c_str());
     return 1;
   }

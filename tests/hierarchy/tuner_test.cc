@@ -63,9 +63,10 @@ CommLayout TwoNodesOfTwoRanks() {
 
 TEST(CostModel, ParsesEntriesWithAndWithoutGroupSizes) {
   CostModel model;
-  ASSERT_TRUE(model.Merge("shm.alpha_us 3\nshm.gbps 5\nshm.4.alpha_us 9\nshm.4.gbps 2\n"
-                          "shm_direct.broadcast.3.alpha_us 1\nshm_direct.broadcast.3.gbps 6\n",
-                          "f.txt")
+  ASSERT_TRUE(model
+                  .Merge("shm.alpha_us 3\nshm.gbps 5\nshm.4.alpha_us 9\nshm.4.gbps 2\n"
+                         "shm_direct.broadcast.3.alpha_us 1\nshm_direct.broadcast.3.gbps 6\n",
+                         "f.txt")
                   .ok());
   EXPECT_EQ(model.source(), "f.txt");
   EXPECT_EQ(model.Get("shm", 4).alpha_us, 9);

@@ -211,8 +211,8 @@ int Run(int argc, char** argv) {
   if (!place.ok()) return fail(place.status(), "locating the ranks");
   CostModel model;
   model.set_reduce_gbps(MeasureReduceGbps());
-  if (absl::Status s = MeasureRing(world, place->node, "shm", place->node_size, samples,
-                                   model.gamma(), model);
+  if (absl::Status s =
+          MeasureRing(world, place->node, "shm", place->node_size, samples, model.gamma(), model);
       !s.ok()) {
     return fail(s, "measuring shm");
   }

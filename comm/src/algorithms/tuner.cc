@@ -164,8 +164,8 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
                                     ? CostModel::kCmaDirectShared
                                     : Name(algorithm);
       int measured_ranks = p;
-      const LinkCost cost = model_.Get(CostModel::CollectiveClass(measured_as, Name(measured)), p,
-                                       &measured_ranks);
+      const LinkCost cost =
+          model_.Get(CostModel::CollectiveClass(measured_as, Name(measured)), p, &measured_ranks);
       // Measured on another group size: the ranks share the memory bus, so what the bytes add
       // grows with their number.
       const double bytes = kind == OpKind::kBarrier ? 0 : n;
@@ -210,8 +210,7 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
   return -1;
 }
 
-std::vector<Priced> CostTuner::PriceAll(OpKind kind, size_t bytes,
-                                           const CommLayout& shape) const {
+std::vector<Priced> CostTuner::PriceAll(OpKind kind, size_t bytes, const CommLayout& shape) const {
   std::vector<Priced> priced;
   for (AlgorithmId id : Candidates(kind, shape)) {
     const double t = Predict(id, kind, bytes, shape);
@@ -230,10 +229,9 @@ Priced CostTuner::Choose(OpKind kind, size_t bytes, const CommLayout& shape) con
   for (const Priced& candidate : priced) {
     if (candidate.seconds < best.seconds) best = candidate;
   }
-  const auto hierarchy =
-      std::find_if(priced.begin(), priced.end(), [](const Priced& candidate) {
-        return candidate.algorithm == AlgorithmId::kHierarchical;
-      });
+  const auto hierarchy = std::find_if(priced.begin(), priced.end(), [](const Priced& candidate) {
+    return candidate.algorithm == AlgorithmId::kHierarchical;
+  });
   if (hierarchy == priced.end()) return best;
   if (bytes <= kShortBytes) {
     std::optional<Priced> flat;

@@ -38,7 +38,9 @@ constexpr Default kDefaults[] = {
     {"cma_direct_shared.broadcast", {4.3, 2.6}},
 };
 
-bool IsLinkClass(absl::string_view name) { return name == "shm" || name == "net" || name == "net_flow"; }
+bool IsLinkClass(absl::string_view name) {
+  return name == "shm" || name == "net" || name == "net_flow";
+}
 
 // Every class a file may name: a default exists for each.
 bool KnownClass(absl::string_view name) {
@@ -152,8 +154,7 @@ absl::Status CostModel::Merge(absl::string_view text, absl::string_view origin) 
 }
 
 std::string CostModel::Format() const {
-  std::string text =
-      "# weft tuning (weft-tune): alpha in microseconds, bandwidth in 1e9 bytes/s\n";
+  std::string text = "# weft tuning (weft-tune): alpha in microseconds, bandwidth in 1e9 bytes/s\n";
   absl::StrAppend(&text, "reduce.gbps ", reduce_gbps_, "\n");
   for (const auto& [key, cost] : classes_) {
     absl::StrAppend(&text, Label(key), ".alpha_us ", cost.alpha_us, "\n", Label(key), ".gbps ",
