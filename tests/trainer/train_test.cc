@@ -319,23 +319,21 @@ TEST_F(TrainTest, FreshRunIntoAUsedDirectoryKeepsBothRunsAndResumeContinuesTheNe
   EXPECT_EQ(Losses("out").size(), 8u);
 }
 
-TEST_F(TrainTest, ResumeWithAChangedModelShapeSaysWhatDiffers) {
+// A resume whose config no longer fits the checkpoint fails, naming every difference it finds.
+TEST_F(TrainTest, ResumeWithAChangedModelShapeOrGlobalBatchSaysWhatDiffers) {
   ExpectOk(Train(0, "out", {"--stop-after", "2"}));
-  const ProcessResult r = Train(0, "out", {"--resume", "auto", "--set", "n_embd=64"});
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(
-      absl::StrContains(r.output, "does not fit this run: n_embd: checkpoint 32, config 64"))
-      << r.output;
-  EXPECT_TRUE(absl::StrContains(r.output, "wte: checkpoint [256,32], model [256,64]")) << r.output;
-}
-
-TEST_F(TrainTest, ResumeWithAChangedGlobalBatchSaysWhatDiffers) {
-  ExpectOk(Train(0, "out", {"--stop-after", "2"}));
-  const ProcessResult r = Train(0, "out", {"--resume", "auto", "--set", "batch_size=16"});
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(
-      absl::StrContains(r.output, "does not fit this run: batch_size: checkpoint 8, config 16 ("))
-      << r.output;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"n_embd=64",
+       {"does not fit this run: n_embd: checkpoint 32, config 64",
+        "wte: checkpoint [256,32], model [256,64]"}},
+      {"batch_size=16", {"does not fit this run: batch_size: checkpoint 8, config 16 ("}}};
+  for (const auto& [change, messages] : cases) {
+    const ProcessResult r = Train(0, "out", {"--resume", "auto", "--set", change});
+    EXPECT_NE(r.exit_code, 0) << change;
+    for (const std::string& message : messages) {
+      EXPECT_TRUE(absl::StrContains(r.output, message)) << change << ": " << r.output;
+    }
+  }
 }
 
 }  // namespace
