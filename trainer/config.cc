@@ -1,6 +1,5 @@
 #include "config.h"
 
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ops.h"
+#include "weft/comm/json.h"
 
 namespace weft::trainer {
 namespace {
@@ -84,104 +84,6 @@ absl::Status SetField(Config* config, absl::string_view key, absl::string_view t
       absl::StrCat("unknown config key \"", key, "\"; known keys: ", KnownKeys()));
 }
 
-// A reader for the flat JSON objects configs are: string keys; string, number or boolean values.
-class FlatJsonReader {
- public:
-  FlatJsonReader(absl::string_view text, absl::string_view source) : text_(text), source_(source) {}
-
-  absl::Status Read(Config* config) {
-    SkipSpace();
-    if (!Consume('{')) return Error("expected '{'");
-    SkipSpace();
-    if (Consume('}')) return Trailing();
-    while (true) {
-      SkipSpace();
-      std::string key;
-      if (absl::Status s = ReadString(&key); !s.ok()) return s;
-      SkipSpace();
-      if (!Consume(':')) return Error("expected ':' after a key");
-      SkipSpace();
-      std::string value;
-      bool quoted = false;
-      if (pos_ < text_.size() && text_[pos_] == '"') {
-        quoted = true;
-        if (absl::Status s = ReadString(&value); !s.ok()) return s;
-      } else {
-        const size_t start = pos_;
-        while (pos_ < text_.size() &&
-               (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.' ||
-                text_[pos_] == '-' || text_[pos_] == '+')) {
-          ++pos_;
-        }
-        value = std::string(text_.substr(start, pos_ - start));
-        if (value.empty()) return Error("expected a value (nested objects are not supported)");
-      }
-      if (absl::Status s = SetField(config, key, value, quoted); !s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(source_, ": ", s.message()));
-      }
-      SkipSpace();
-      if (Consume(',')) continue;
-      if (Consume('}')) return Trailing();
-      return Error("expected ',' or '}'");
-    }
-  }
-
- private:
-  void SkipSpace() {
-    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
-  }
-  bool Consume(char c) {
-    if (pos_ < text_.size() && text_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
-    return false;
-  }
-  absl::Status ReadString(std::string* out) {
-    if (!Consume('"')) return Error("expected a string");
-    while (pos_ < text_.size() && text_[pos_] != '"') {
-      char c = text_[pos_++];
-      if (c == '\\' && pos_ < text_.size()) {
-        const char e = text_[pos_++];
-        c = e == 'n' ? '\n' : e == 't' ? '\t' : e;
-      }
-      out->push_back(c);
-    }
-    if (!Consume('"')) return Error("unterminated string");
-    return absl::OkStatus();
-  }
-  absl::Status Trailing() {
-    SkipSpace();
-    return pos_ == text_.size() ? absl::OkStatus() : Error("text after the closing '}'");
-  }
-  absl::Status Error(absl::string_view what) const {
-    int line = 1;
-    for (size_t i = 0; i < pos_ && i < text_.size(); ++i) line += text_[i] == '\n';
-    return absl::InvalidArgumentError(absl::StrCat(source_, ":", line, ": ", what));
-  }
-
-  absl::string_view text_;
-  absl::string_view source_;
-  size_t pos_ = 0;
-};
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 ModelShape Config::shape() const {
@@ -201,9 +103,26 @@ double Config::scaled_lr() const {
 }
 
 absl::StatusOr<Config> ParseConfig(absl::string_view json, absl::string_view source) {
+  absl::StatusOr<JsonValue> document = ParseJson(json);
+  if (!document.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", document.status().message()));
+  }
+  if (document->type != JsonValue::Type::kObject) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": a config is one JSON object"));
+  }
+  // Configs are flat: string keys with string or number values.
   Config config;
-  FlatJsonReader reader(json, source);
-  if (absl::Status s = reader.Read(&config); !s.ok()) return s;
+  for (size_t i = 0; i < document->names.size(); ++i) {
+    const JsonValue& value = document->values[i];
+    const bool quoted = value.type == JsonValue::Type::kString;
+    if (!quoted && value.type != JsonValue::Type::kNumber) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": config key \"", document->names[i],
+                                                     "\": values are strings or numbers"));
+    }
+    if (absl::Status s = SetField(&config, document->names[i], value.text, quoted); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
+    }
+  }
   return config;
 }
 
@@ -299,7 +218,7 @@ std::string ToJson(const Config& config) {
     } else if (const auto* m = std::get_if<double Config::*>(&member)) {
       value = absl::StrFormat("%.17g", config.**m);
     } else {
-      value = JsonString(config.*std::get<std::string Config::*>(member));
+      value = JsonQuote(config.*std::get<std::string Config::*>(member));
     }
     entries.push_back(absl::StrCat("  \"", name, "\": ", value));
   }

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "json_quote.h"
+#include "weft/comm/json.h"
 
 namespace weft::perf {
 namespace {

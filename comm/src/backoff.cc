@@ -4,7 +4,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <atomic>
 
 namespace weft {
 namespace {
@@ -19,23 +18,16 @@ constexpr uint32_t kSpinRounds = 200;
 constexpr uint32_t kYieldRounds = 2000;
 constexpr uint32_t kOversubscribedYieldRounds = 64;
 
-std::atomic<uint32_t> spin_rounds{kSpinRounds};
-std::atomic<uint32_t> yield_rounds{kYieldRounds};
-
 }  // namespace
 
-void Backoff::SetOversubscribed(bool oversubscribed) {
-  spin_rounds.store(oversubscribed ? 0 : kSpinRounds, std::memory_order_relaxed);
-  yield_rounds.store(oversubscribed ? kOversubscribedYieldRounds : kYieldRounds,
-                     std::memory_order_relaxed);
-}
-
-bool Backoff::Oversubscribed() { return spin_rounds.load(std::memory_order_relaxed) == 0; }
+Backoff::Backoff(bool oversubscribed)
+    : spin_rounds_(oversubscribed ? 0 : kSpinRounds),
+      yield_rounds_(oversubscribed ? kOversubscribedYieldRounds : kYieldRounds) {}
 
 void Backoff::Pause(std::vector<pollfd>* fds, int max_sleep_ms) {
   ++idle_rounds_;
-  const uint32_t spin = spin_rounds.load(std::memory_order_relaxed);
-  const uint32_t yields = yield_rounds.load(std::memory_order_relaxed);
+  const uint32_t spin = spin_rounds_;
+  const uint32_t yields = yield_rounds_;
   if (idle_rounds_ <= spin) {
     for (int i = 0; i < 16; ++i) CpuRelax();
     return;

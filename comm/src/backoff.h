@@ -26,6 +26,11 @@ inline void CpuRelax() {
 
 class Backoff {
  public:
+  // `oversubscribed`: this communicator's host runs more ranks than they have cores, so
+  // spinning only delays the peer that would end the wait; waits start by yielding instead, and
+  // sleep sooner.
+  explicit Backoff(bool oversubscribed = false);
+
   // Call after every round that made progress: the next wait starts with spinning again.
   void Reset() { idle_rounds_ = 0; }
 
@@ -33,12 +38,9 @@ class Backoff {
   // phase; the sleep never exceeds `max_sleep_ms` so the caller re-checks its deadline often.
   void Pause(std::vector<pollfd>* fds = nullptr, int max_sleep_ms = 10);
 
-  // Process-wide: when this host runs more ranks than it has cores, spinning only delays the
-  // peer that would end the wait, so waits start by yielding instead, and sleep sooner.
-  static void SetOversubscribed(bool oversubscribed);
-  static bool Oversubscribed();
-
  private:
+  const uint32_t spin_rounds_;
+  const uint32_t yield_rounds_;
   uint32_t idle_rounds_ = 0;
 };
 

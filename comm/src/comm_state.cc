@@ -12,7 +12,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "algorithms/arena_rounds.h"
-#include "backoff.h"
 #include "log.h"
 #ifdef WEFT_HAVE_UCX
 #include "transport/ucx/ucx_transport.h"
@@ -142,16 +141,28 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
   };
 
   Store& store = *rendezvous.store;
-  // Every rank's host identity and the kernel it runs on, in one exchange.
-  absl::StatusOr<std::vector<std::string>> records = StoreAllGather(
-      store, "host", rank, size, absl::StrCat(HostIdentity(), "\n", KernelIdentity()), deadline);
+  // Every rank's host identity, the kernel it runs on and the CPUs it may use, in one exchange.
+  cpu_set_t cpu_set;
+  const int my_cpus =
+      sched_getaffinity(0, sizeof(cpu_set), &cpu_set) == 0 ? CPU_COUNT(&cpu_set) : 0;
+  absl::StatusOr<std::vector<std::string>> records =
+      StoreAllGather(store, "host", rank, size,
+                     absl::StrCat(HostIdentity(), "\n", KernelIdentity(), "\n", my_cpus), deadline);
   if (!records.ok()) return fail(records.status(), "exchanging host identities");
   std::vector<std::string> hosts(size), kernels(size);
+  std::vector<int> cpus(size, 0);
   for (int r = 0; r < size; ++r) {
-    const std::string& record = (*records)[r];
-    const size_t cut = record.rfind('\n');
-    hosts[r] = record.substr(0, cut);
-    if (cut != std::string::npos) kernels[r] = record.substr(cut + 1);
+    absl::string_view record = (*records)[r];
+    const size_t cpus_at = record.rfind('\n');
+    const size_t kernel_at =
+        cpus_at == absl::string_view::npos ? cpus_at : record.rfind('\n', cpus_at - 1);
+    if (kernel_at == absl::string_view::npos ||
+        !absl::SimpleAtoi(record.substr(cpus_at + 1), &cpus[r])) {
+      return fail(absl::DataLossError(absl::StrCat("malformed host record from rank ", r)),
+                  "exchanging host identities");
+    }
+    hosts[r] = std::string(record.substr(0, kernel_at));
+    kernels[r] = std::string(record.substr(kernel_at + 1, cpus_at - kernel_at - 1));
   }
 
   std::vector<int> local_ranks, shm_peers, tcp_peers;
@@ -205,38 +216,40 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
     }
   }
 
-  // Ranks of other "hosts" on this kernel (network namespaces, containers) take turns on the
-  // same cores as this host's: on the 2 x 2 rig, waiting as if each rank had a core of its own
-  // made small collectives 3-10x slower (160-1500 us per operation against 40-145).
-  const auto sharing = std::count_if(kernels.begin(), kernels.end(), [&](const std::string& k) {
-    return !k.empty() && k == kernels[rank];
-  });
-  // The setting is process-wide and a sub-communicator (split) sees only some of the ranks that
-  // share these cores: a communicator may raise it, never lower it.
-  cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) {
-    const long ranks_here = std::max<long>(static_cast<long>(local_ranks.size()), sharing);
-    if (ranks_here > CPU_COUNT(&cpus)) Backoff::SetOversubscribed(true);
+  // The communicator's ranks share cores when some rank's host, or its kernel (network
+  // namespaces and containers on one kernel take turns on the same cores), runs more of them
+  // than that rank may use. Every rank computes this from the same records, so all agree (the
+  // tuner prices with it).
+  for (int r = 0; r < size; ++r) {
+    const auto same_host = std::count(hosts.begin(), hosts.end(), hosts[r]);
+    const auto same_kernel =
+        kernels[r].empty() ? 0 : std::count(kernels.begin(), kernels.end(), kernels[r]);
+    if (cpus[r] > 0 && std::max(same_host, same_kernel) > cpus[r]) {
+      rendezvous.oversubscribed = true;
+    }
   }
+  const bool oversubscribed = rendezvous.oversubscribed;
 
   std::unique_ptr<ShmArena> arena;
   if (config.transport != "tcp" && size > 1 && static_cast<int>(local_ranks.size()) == size) {
     PrefixStore arena_store(rendezvous.store, "arena");
-    absl::StatusOr<std::unique_ptr<ShmArena>> created = ShmArena::Create(
-        arena_store, unique_name, rank, local_ranks, ArenaRounds::AreaBytes(), deadline);
+    absl::StatusOr<std::unique_ptr<ShmArena>> created =
+        ShmArena::Create(arena_store, unique_name, rank, local_ranks, ArenaRounds::AreaBytes(),
+                         oversubscribed, deadline);
     if (!created.ok()) return fail(created.status(), "mapping the shared-memory arena");
     arena = *std::move(created);
   }
   if (DebugEnabled(DebugLevel::kInfo)) {
-    DebugLog(
-        DebugLevel::kInfo,
-        absl::StrCat(me, ": communicator ", unique_name, " up: ", shm_peers.size(), " shm peers, ",
-                     tcp_peers.size(), " tcp peers, arena ", arena != nullptr ? "yes" : "no"));
+    DebugLog(DebugLevel::kInfo, absl::StrCat(me, ": communicator ", unique_name, " up: ",
+                                             shm_peers.size(), " shm peers, ", tcp_peers.size(),
+                                             " tcp peers, arena ", arena != nullptr ? "yes" : "no",
+                                             oversubscribed ? ", ranks share cores" : ""));
   }
 
   std::shared_ptr<CommState> state(
       new CommState(std::move(rendezvous), rank, size, std::move(config), *std::move(selector)));
-  state->peers_ = std::make_unique<Peers>(rank, size, std::move(links), std::move(arena));
+  state->peers_ =
+      std::make_unique<Peers>(rank, size, std::move(links), std::move(arena), oversubscribed);
   state->peers_->SetNodes(NodeLayout(hosts, rank));
   // Every rank sees the same layout and arena, so all fail alike, and soon.
   if (absl::Status s = state->selector_.CheckForced(*state->peers_, state->config_.transport);
@@ -251,7 +264,8 @@ absl::StatusOr<std::shared_ptr<CommState>> CommState::Create(Rendezvous rendezvo
   }
   state->selector_.SetTuner(*std::move(model),
                             CommLayout::Of(*state->peers_, state->config_.shared_buffers), rank);
-  state->engine_ = Engine::Start(absl::StrCat("rank ", rank), state->config_.timeout);
+  state->engine_ =
+      Engine::Start(absl::StrCat("rank ", rank), state->config_.timeout, oversubscribed);
   {
     std::lock_guard<std::mutex> lock(state->mu);
     state->sent_to.assign(size, 0);

@@ -38,7 +38,10 @@ struct Rendezvous {
   std::shared_ptr<Store> root;   // the job's store, shared with children
   std::string prefix;            // this communicator's key prefix in `root`
   std::string token;
-  std::string job_name;                    // unique per job, for shared-memory object names
+  std::string job_name;  // unique per job, for shared-memory object names
+  // The parent's ranks share this process's cores: a child (split) that sees only some of them
+  // still waits as they do.
+  bool oversubscribed = false;
   std::unique_ptr<TcpStoreServer> server;  // rank 0 may host the store; keep it alive
 };
 
@@ -55,6 +58,9 @@ class CommState {
   Peers& peers() { return *peers_; }
   const AlgorithmSelector& selector() const { return selector_; }
   const Rendezvous& rendezvous() const { return rendezvous_; }
+  // More ranks run on this host's cores (this communicator's, or its parent's) than there are
+  // cores, so its waits yield instead of spinning.
+  bool oversubscribed() const { return rendezvous_.oversubscribed; }
 
   // Guards the fields below (std::mutex: Debian's Abseil is not built for ThreadSanitizer).
   std::mutex mu;
@@ -78,5 +84,8 @@ class CommState {
   std::unique_ptr<Peers> peers_;
   std::shared_ptr<Engine> engine_;
 };
+
+// The state behind a handle, for tests of what the public API does not show.
+const CommState& StateOf(const Communicator& comm);
 
 }  // namespace weft::internal

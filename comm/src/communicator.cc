@@ -49,7 +49,12 @@ class CommunicatorFactory {
   static std::unique_ptr<Communicator> Wrap(std::shared_ptr<CommState> state) {
     return std::unique_ptr<Communicator>(new Communicator(std::move(state)));
   }
+  static const CommState& State(const Communicator& comm) { return *comm.state_; }
 };
+
+const CommState& internal::StateOf(const Communicator& comm) {
+  return CommunicatorFactory::State(comm);
+}
 
 Communicator::Communicator(std::shared_ptr<internal::CommState> state) : state_(std::move(state)) {}
 Communicator::~Communicator() = default;
@@ -474,6 +479,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(int color, int
   child.prefix = absl::StrCat(parent.prefix, "/", round, "c", color);
   child.token = parent.token;
   child.job_name = parent.job_name;
+  child.oversubscribed = parent.oversubscribed;
   return Build(std::move(child), new_rank, static_cast<int>(members.size()), options);
 }
 

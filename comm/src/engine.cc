@@ -72,8 +72,9 @@ absl::Status Work::Wait(absl::Duration timeout) const {
   return state_->status;
 }
 
-std::shared_ptr<Engine> Engine::Start(std::string describe_rank, absl::Duration op_timeout) {
-  std::shared_ptr<Engine> engine(new Engine(std::move(describe_rank), op_timeout));
+std::shared_ptr<Engine> Engine::Start(std::string describe_rank, absl::Duration op_timeout,
+                                      bool oversubscribed) {
+  std::shared_ptr<Engine> engine(new Engine(std::move(describe_rank), op_timeout, oversubscribed));
   engine->progress_thread_ = std::thread([raw = engine.get()] { raw->ProgressLoop(); });
   return engine;
 }
@@ -151,9 +152,9 @@ void Engine::Enqueue(std::shared_ptr<internal::OpState> state, bool at_head) {
   }
 }
 
-absl::Duration Engine::EagerWindow() {
+absl::Duration Engine::EagerWindow() const {
   // Ranks that share cores get none: a peer cannot catch up while this rank spins on its core.
-  return Backoff::Oversubscribed() ? absl::ZeroDuration() : kEagerWindow;
+  return oversubscribed_ ? absl::ZeroDuration() : kEagerWindow;
 }
 
 std::optional<Work> Engine::SubmitEagerly(Op& op,
@@ -374,7 +375,7 @@ absl::Status Engine::WaitFor(internal::OpState& op, absl::Duration timeout) {
       if (waiters != nullptr) waiters->fetch_sub(1, std::memory_order_acq_rel);
     }
   } leave{may_run_inline ? &inline_waiters_ : nullptr};
-  Backoff backoff;
+  Backoff backoff(oversubscribed_);
   // Read the clock only when running inline did not finish the operation: most waits do.
   std::optional<absl::Time> give_up;
   while (!op.done.load(std::memory_order_acquire)) {

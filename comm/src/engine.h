@@ -79,7 +79,10 @@ struct OpState {
 class Engine : public std::enable_shared_from_this<Engine> {
  public:
   // `describe_rank` ("rank 3") prefixes every error.
-  static std::shared_ptr<Engine> Start(std::string describe_rank, absl::Duration op_timeout);
+  // `oversubscribed`: the communicator's ranks share cores, so waits yield instead of spinning
+  // (Backoff) and nothing runs eagerly.
+  static std::shared_ptr<Engine> Start(std::string describe_rank, absl::Duration op_timeout,
+                                       bool oversubscribed);
   ~Engine();
 
   // Queues `op` (or runs it at once, see Op::Eager). `state` lets a group hand out its Work
@@ -126,9 +129,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   }
 
  private:
-  Engine(std::string describe_rank, absl::Duration op_timeout)
+  Engine(std::string describe_rank, absl::Duration op_timeout, bool oversubscribed)
       : describe_rank_(std::move(describe_rank)),
         op_timeout_(op_timeout),
+        oversubscribed_(oversubscribed),
         recorder_(FlightRecorder::CapacityFromEnvironment()) {}
 
   // With exec_mu_ held: runs queued operations in order until `until` is done (nullptr: until
@@ -150,7 +154,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // finish within the window; true if the queue is then empty.
   bool DrainEagerHead();
   // How long an eager attempt waits for the peers (see kEagerWindow).
-  static absl::Duration EagerWindow();
+  absl::Duration EagerWindow() const;
   // With mu_ held: queues `state` at the back (or, for an eager operation begun but not
   // finished, at the head) and wakes the progress thread if it sleeps.
   void Enqueue(std::shared_ptr<internal::OpState> state, bool at_head);
@@ -167,6 +171,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   const std::string describe_rank_;
   const absl::Duration op_timeout_;
+  const bool oversubscribed_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> stop_{false};    // ends the running operation's waits: abort or a peer's fault
   std::atomic<bool> failed_{false};  // sticky_error_ is set: spares the lock on the fast path

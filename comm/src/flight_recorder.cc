@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "json_quote.h"
+#include "weft/comm/json.h"
 #include "weft/kernels/hash.h"
 
 namespace weft {

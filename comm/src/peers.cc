@@ -10,8 +10,12 @@
 namespace weft {
 
 Peers::Peers(int rank, int size, std::vector<std::unique_ptr<Link>> links,
-             std::unique_ptr<ShmArena> arena)
-    : rank_(rank), size_(size), links_(std::move(links)), arena_(std::move(arena)) {}
+             std::unique_ptr<ShmArena> arena, bool oversubscribed)
+    : rank_(rank),
+      size_(size),
+      oversubscribed_(oversubscribed),
+      links_(std::move(links)),
+      arena_(std::move(arena)) {}
 
 Peers::~Peers() {
   for (ScratchBuffer& buffer : scratch_) std::free(buffer.data);
@@ -68,7 +72,7 @@ absl::Status Peers::LinkError(const Link& link, const absl::Status& status) cons
 }
 
 absl::Status Peers::Wait(absl::Span<const Transfer> transfers) {
-  Backoff backoff;
+  Backoff backoff(oversubscribed_);
   while (true) {
     bool moved = false;
     for (Link* link : active_) {

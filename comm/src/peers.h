@@ -33,14 +33,15 @@ struct Transfer {
 class Peers {
  public:
   // `links` is indexed by rank (nullptr for this rank). `arena` is null unless every rank of the
-  // communicator shares this host.
+  // communicator shares this host. `oversubscribed`: ranks share cores, so waits yield (Backoff).
   Peers(int rank, int size, std::vector<std::unique_ptr<Link>> links,
-        std::unique_ptr<ShmArena> arena);
+        std::unique_ptr<ShmArena> arena, bool oversubscribed);
   ~Peers();
 
   int rank() const { return rank_; }
   int size() const { return size_; }
   ShmArena* arena() const { return arena_.get(); }
+  bool oversubscribed() const { return oversubscribed_; }
   Link* link(int peer) const { return links_[peer].get(); }
   // Which ranks share a node; the hierarchical algorithms plan their sub-groups from it.
   const NodeLayout& nodes() const { return nodes_; }
@@ -96,6 +97,7 @@ class Peers {
 
   const int rank_;
   const int size_;
+  const bool oversubscribed_;
   std::vector<std::unique_ptr<Link>> links_;
   std::unique_ptr<ShmArena> arena_;
   NodeLayout nodes_;

@@ -37,8 +37,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "backoff.h"
 #include "bootstrap/environment.h"
+#include "comm_state.h"
 #include "common/expected_values.h"
 #include "time_scale.h"
 #include "weft/comm/communicator.h"
@@ -528,17 +528,36 @@ int SuiteOversubscribed(Communicator& comm) {
     return failures;
   }
   const bool expected = comm.size() > CPU_COUNT(&cpus);
-  if (Backoff::Oversubscribed() != expected) {
-    Fail(absl::StrCat("oversubscribed is ", Backoff::Oversubscribed(), " with ", comm.size(),
+  auto oversubscribed = [](const Communicator& c) {
+    return weft::internal::StateOf(c).oversubscribed();
+  };
+  if (oversubscribed(comm) != expected) {
+    Fail(absl::StrCat("oversubscribed is ", oversubscribed(comm), " with ", comm.size(),
                       " ranks on this machine and ", CPU_COUNT(&cpus), " CPUs for this rank"));
   }
-  // A communicator of this rank alone sees one rank, but the machine still runs them all.
+  // A communicator of this rank alone split from the world sees one rank, but the machine still
+  // runs them all.
   absl::StatusOr<std::unique_ptr<Communicator>> alone = comm.Split(comm.rank(), 0);
   if (!alone.ok()) {
     Fail("split: " + alone.status().ToString());
-  } else if (Backoff::Oversubscribed() != expected) {
+  } else if (oversubscribed(**alone) != expected) {
     Fail(absl::StrCat("after a split into single ranks, oversubscribed is ",
-                      Backoff::Oversubscribed()));
+                      oversubscribed(**alone)));
+  }
+  // The setting belongs to a communicator: one of this rank alone, made from its own unique id,
+  // has a core to itself.
+  absl::StatusOr<std::string> id = Communicator::CreateUniqueId("127.0.0.1");
+  if (!id.ok()) {
+    Fail("unique id: " + id.status().ToString());
+    return failures;
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> own = Communicator::Create(*id, 0, 1);
+  if (!own.ok()) {
+    Fail("own communicator: " + own.status().ToString());
+  } else if (oversubscribed(**own)) {
+    Fail("a communicator of one rank on its own core is oversubscribed");
+  } else if (expected && !oversubscribed(comm)) {
+    Fail("creating another communicator changed the world's setting");
   }
   return failures;
 }

@@ -16,11 +16,11 @@
 #include "absl/strings/str_cat.h"
 #include "dump.h"
 #include "gtest/gtest.h"
-#include "json.h"
 #include "rank_job.h"
 #include "temp_dir.h"
 #include "time_scale.h"
 #include "weft/comm/communicator.h"
+#include "weft/comm/json.h"
 #include "weft/topology/host.h"
 
 namespace weft::testing {
@@ -231,9 +231,9 @@ TEST(Timeout, DumpsFlightRecordersAndWeftTraceNamesTheMissingRank) {
       RunTool(absl::StrCat(WEFT_TRACE, " --chrome ", chrome, " ", dir, " 2>&1"));
   EXPECT_TRUE(absl::StrContains(report, "culprit: rank 2 never reached all_reduce #1")) << report;
   EXPECT_TRUE(absl::StrContains(report, "ranks 0-1: failed in it")) << report;
-  absl::StatusOr<trace::JsonValue> trace = trace::ParseJson(ReadFile(chrome));
+  absl::StatusOr<JsonValue> trace = ParseJson(ReadFile(chrome));
   ASSERT_TRUE(trace.ok()) << trace.status();
-  const trace::JsonValue* events = trace->Find("traceEvents");
+  const JsonValue* events = trace->Find("traceEvents");
   ASSERT_NE(events, nullptr);
   EXPECT_GE(events->items.size(), 5u);  // names, and the ops of every rank
 }

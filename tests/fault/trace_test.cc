@@ -8,9 +8,8 @@
 #include "analysis.h"
 #include "dump.h"
 #include "gtest/gtest.h"
-#include "json.h"
-#include "json_quote.h"
 #include "rank_list.h"
+#include "weft/comm/json.h"
 
 namespace weft::trace {
 namespace {

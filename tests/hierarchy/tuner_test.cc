@@ -39,8 +39,9 @@ CostModel TestModel() {
 
 // A communicator's view for the selector: links are never touched while choosing.
 std::unique_ptr<Peers> FakePeers(const std::vector<std::string>& hosts, int rank) {
-  auto peers = std::make_unique<Peers>(rank, static_cast<int>(hosts.size()),
-                                       std::vector<std::unique_ptr<Link>>(hosts.size()), nullptr);
+  auto peers =
+      std::make_unique<Peers>(rank, static_cast<int>(hosts.size()),
+                              std::vector<std::unique_ptr<Link>>(hosts.size()), nullptr, false);
   peers->SetNodes(NodeLayout(hosts, rank));
   return peers;
 }
@@ -202,13 +203,17 @@ TEST(CostTuner, RabenseifnersAllReduceCrossesTheNetworkWithALocalShareOfTheBuffe
 }
 
 // The built-in defaults pick what the machines they came from run fastest: the direct algorithms
-// on one host, algorithms over links for small collectives across nodes, the hierarchy for
-// large all-reduces there.
+// on one host (but the tree for reduces past a few KiB), algorithms over links for small
+// collectives across nodes, the hierarchy for large all-reduces there.
 TEST(CostTuner, TheBuiltInDefaultsPickSensibly) {
   const CostTuner tuner{CostModel()};
   const CommLayout one_host = TwoRanksOnOneHost();
+  EXPECT_EQ(tuner.Choose(OpKind::kReduce, 8, one_host).algorithm, AlgorithmId::kShmDirect);
+  for (size_t bytes : {size_t{64} << 10, size_t{64} << 20}) {
+    EXPECT_EQ(tuner.Choose(OpKind::kReduce, bytes, one_host).algorithm, AlgorithmId::kTree);
+  }
   for (OpKind kind : {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather,
-                      OpKind::kBroadcast, OpKind::kReduce, OpKind::kBarrier}) {
+                      OpKind::kBroadcast, OpKind::kBarrier}) {
     for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{64} << 20}) {
       const AlgorithmId id = tuner.Choose(kind, bytes, one_host).algorithm;
       EXPECT_TRUE(id == AlgorithmId::kShmDirect || id == AlgorithmId::kCmaDirect)
@@ -219,6 +224,30 @@ TEST(CostTuner, TheBuiltInDefaultsPickSensibly) {
   EXPECT_NE(tuner.Choose(OpKind::kAllReduce, 256, nodes).algorithm, AlgorithmId::kHierarchical);
   EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, 64 << 20, nodes).algorithm,
             AlgorithmId::kHierarchical);
+}
+
+// Ranks that share cores reach an arena round one after another: each other rank adds a link
+// step's latency to a direct algorithm, and the tree, whose steps need only a parent and a child,
+// takes small broadcasts and reduces; unshared, the same layout stays on the arena.
+TEST(CostTuner, RanksSharingCoresPriceTheArenaRoundsAndLetTheTreeCompete) {
+  CostModel model;
+  model.Set("shm", 0, {5, 5});
+  model.Set("shm_direct.broadcast", 0, {1, 3});
+  const CostTuner tuner{model};
+  CommLayout shape;
+  shape.ranks = shape.max_local = shape.lanes = 4;
+  shape.arena = true;
+  EXPECT_EQ(tuner.Choose(OpKind::kBroadcast, 8, shape).algorithm, AlgorithmId::kShmDirect);
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kShmDirect, OpKind::kBroadcast, 8, shape), 1e-6 + 8 / 3e9,
+              1e-12);
+
+  shape.oversubscribed = true;
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kShmDirect, OpKind::kBroadcast, 8, shape),
+              1e-6 + 3 * 5e-6 + 8 / 3e9, 1e-12);
+  for (OpKind kind : {OpKind::kBroadcast, OpKind::kReduce}) {
+    EXPECT_EQ(tuner.Choose(kind, 8, shape).algorithm, AlgorithmId::kTree) << Name(kind);
+  }
+  EXPECT_TRUE(absl::StrContains(tuner.Explain(OpKind::kBroadcast, 8, shape), "sharing cores"));
 }
 
 AlgorithmSelector Selector(const std::string& spec, const CommLayout& layout) {

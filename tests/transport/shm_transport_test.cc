@@ -604,7 +604,7 @@ TEST(ShmArena, PublishAndWaitAcrossFourProcesses) {
   ExpectAllSucceeded(RunRanks(kRanks, [&](int rank, Store& store) -> absl::Status {
     const Deadline deadline = Deadline::In(Scaled(absl::Seconds(10)));
     absl::StatusOr<std::unique_ptr<ShmArena>> arena =
-        ShmArena::Create(store, unique_name, rank, Range(kRanks), 100000, deadline);
+        ShmArena::Create(store, unique_name, rank, Range(kRanks), 100000, false, deadline);
     if (!arena.ok()) return arena.status();
     if (absl::Status s = NamesGoneOnceAllConnected(store, unique_name, rank, kRanks); !s.ok()) {
       return s;
@@ -648,7 +648,7 @@ TEST(ShmArena, PublishWakesSleepersInOtherProcesses) {
   ExpectAllSucceeded(RunRanks(2, [&](int rank, Store& store) -> absl::Status {
     const Deadline deadline = Deadline::In(Scaled(absl::Seconds(10)));
     absl::StatusOr<std::unique_ptr<ShmArena>> arena =
-        ShmArena::Create(store, unique_name, rank, {0, 1}, 4096, deadline);
+        ShmArena::Create(store, unique_name, rank, {0, 1}, 4096, false, deadline);
     if (!arena.ok()) return arena.status();
     ShmArena& a = **arena;
     auto* published_at = reinterpret_cast<std::atomic<int64_t>*>(a.area(1));
@@ -681,8 +681,8 @@ TEST(ShmArena, WaitTimesOutAndAborts) {
   const std::string unique_name = NewUniqueName("arena-solo");
   TempDir dir;
   FileStore store(dir.path());
-  absl::StatusOr<std::unique_ptr<ShmArena>> arena =
-      ShmArena::Create(store, unique_name, 0, {0}, 1, Deadline::In(Scaled(absl::Seconds(5))));
+  absl::StatusOr<std::unique_ptr<ShmArena>> arena = ShmArena::Create(
+      store, unique_name, 0, {0}, 1, false, Deadline::In(Scaled(absl::Seconds(5))));
   ASSERT_TRUE(arena.ok()) << arena.status();
   EXPECT_TRUE(LeftoverShmObjects(unique_name).empty());
   ShmArena& a = **arena;
@@ -724,7 +724,7 @@ TEST(ShmArena, DeadRankIsReported) {
   std::vector<ChildResult> results = RunRanks(2, [&](int rank, Store& store) -> absl::Status {
     const Deadline deadline = Deadline::In(Scaled(absl::Seconds(10)));
     absl::StatusOr<std::unique_ptr<ShmArena>> arena =
-        ShmArena::Create(store, unique_name, rank, {0, 1}, 4096, deadline);
+        ShmArena::Create(store, unique_name, rank, {0, 1}, 4096, false, deadline);
     if (!arena.ok()) return arena.status();
     if (rank == 1) raise(SIGKILL);
     const absl::Time start = absl::Now();
@@ -745,7 +745,7 @@ TEST(ShmArena, DisagreeingSizesFailOnEveryRank) {
   const std::string unique_name = NewUniqueName("arena-sizes");
   ExpectAllSucceeded(RunRanks(2, [&](int rank, Store& store) -> absl::Status {
     absl::StatusOr<std::unique_ptr<ShmArena>> arena =
-        ShmArena::Create(store, unique_name, rank, {0, 1}, rank == 0 ? 4096 : 8192,
+        ShmArena::Create(store, unique_name, rank, {0, 1}, rank == 0 ? 4096 : 8192, false,
                          Deadline::In(Scaled(absl::Seconds(10))));
     if (arena.ok() || !absl::StrContains(arena.status().message(), "areas")) {
       return absl::InternalError(absl::StrCat("unexpected outcome: ", arena.status().ToString()));

@@ -9,9 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "json.h"
-#include "json_quote.h"
 #include "rank_list.h"
+#include "weft/comm/json.h"
 
 namespace weft::trace {
 namespace {

@@ -1,7 +1,7 @@
 #include "dump.h"
 
 #include "absl/strings/str_cat.h"
-#include "json.h"
+#include "weft/comm/json.h"
 
 namespace weft::trace {
 namespace {

@@ -5,8 +5,6 @@
 namespace weft {
 namespace {
 
-int Mod(int a, int n) { return ((a % n) + n) % n; }
-
 // One lane's piece of a pipeline chunk, in bytes.
 constexpr size_t kLaneChunkBytes = 1 << 20;
 // PipelineStep numbers at most this many chunks.
@@ -63,49 +61,6 @@ LaneChunks::Piece LaneChunks::piece(size_t chunk, int lane) const {
   const Partition parts(std::min(chunk_, count_ - offset), lanes_);
   return Piece{data_ + (offset + parts.offset(lane)) * element_bytes_,
                parts.size(lane) * element_bytes_};
-}
-
-Segments Segments::Even(size_t count, int parts, size_t element_bytes, size_t base) {
-  const Partition partition(count, parts);
-  Segments segments;
-  segments.offset.reserve(parts);
-  segments.bytes.reserve(parts);
-  for (int i = 0; i < parts; ++i) {
-    segments.offset.push_back(base + partition.offset(i) * element_bytes);
-    segments.bytes.push_back(partition.size(i) * element_bytes);
-  }
-  return segments;
-}
-
-absl::Status GroupRingReduceScatter(Peers& peers, const RankGroup& group, std::byte* data,
-                                    const Segments& segments, DataType dtype, ReduceOp op,
-                                    uint32_t step) {
-  const int n = group.size(), me = group.me;
-  const int right = group.at(me + 1), left = group.at(me - 1);
-  // After step s, segment me-s-2 holds the reduction over members me-s-2 .. me.
-  for (int s = 0; s < n - 1; ++s) {
-    const int out = Mod(me - s - 1, n), in = Mod(me - s - 2, n);
-    Transfer sent = peers.Send(right, step + s, data + segments.offset[out], segments.bytes[out]);
-    Transfer received =
-        peers.Recv(left, step + s, RecvSink::Reduce(data + segments.offset[in], dtype, op),
-                   segments.bytes[in]);
-    if (absl::Status st = peers.Wait({sent, received}); !st.ok()) return st;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status GroupRingAllGather(Peers& peers, const RankGroup& group, std::byte* data,
-                                const Segments& segments, uint32_t step) {
-  const int n = group.size(), me = group.me;
-  const int right = group.at(me + 1), left = group.at(me - 1);
-  for (int s = 0; s < n - 1; ++s) {
-    const int out = Mod(me - s, n), in = Mod(me - s - 1, n);
-    Transfer sent = peers.Send(right, step + s, data + segments.offset[out], segments.bytes[out]);
-    Transfer received =
-        peers.Recv(left, step + s, RecvSink::Copy(data + segments.offset[in]), segments.bytes[in]);
-    if (absl::Status st = peers.Wait({sent, received}); !st.ok()) return st;
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace weft

@@ -1,8 +1,6 @@
-// Ring steps over a sub-group of a communicator's ranks, for the hierarchical algorithms.
-//
-// A sub-group (one node's ranks, or one lane across nodes) is only a list of ranks: its messages
-// travel on the communicator's own links, so making one costs nothing and needs no rendezvous.
-// Segments may differ in size (uneven nodes give uneven node portions), including zero bytes.
+// How the hierarchical algorithms cut a communicator into sub-groups (one node's ranks, or one lane
+// across nodes) and their buffers into per-lane blocks and pipeline chunks; the sub-groups run the
+// ring steps of ring.h.
 #pragma once
 
 #include <cstddef>
@@ -11,30 +9,11 @@
 
 #include "absl/status/status.h"
 #include "algorithms/algorithm.h"
+#include "algorithms/ring.h"
 #include "node_layout.h"
 #include "peers.h"
 
 namespace weft {
-
-struct RankGroup {
-  std::vector<int> ranks;  // the communicator's ranks, in ring order
-  int me = 0;              // this rank's index in `ranks`
-
-  int size() const { return static_cast<int>(ranks.size()); }
-  int at(int index) const {
-    const int n = size();
-    return ranks[((index % n) + n) % n];
-  }
-};
-
-// Byte ranges of a buffer, one per group member.
-struct Segments {
-  std::vector<size_t> offset;
-  std::vector<size_t> bytes;
-
-  // `count` elements of `element_bytes` split as Partition does, starting at byte `base`.
-  static Segments Even(size_t count, int parts, size_t element_bytes, size_t base = 0);
-};
 
 // How reduce-scatter and all-gather group per-rank blocks by lane: rank d's block belongs to lane
 // (local rank of d) % lanes(), and each lane keeps its blocks packed node by node, so the part of
@@ -109,16 +88,5 @@ constexpr uint32_t PipelineStep(size_t chunk, int phase, int sub = 0) {
   return static_cast<uint32_t>(chunk) * 4096 + static_cast<uint32_t>(phase) * 1024 +
          static_cast<uint32_t>(sub);
 }
-
-// Ring reduce-scatter: afterwards segment `group.me` of `data` holds the reduction over the
-// group. Uses steps step .. step + size - 2.
-absl::Status GroupRingReduceScatter(Peers& peers, const RankGroup& group, std::byte* data,
-                                    const Segments& segments, DataType dtype, ReduceOp op,
-                                    uint32_t step);
-
-// Ring all-gather: segment `group.me` is complete on entry; afterwards every segment is. Uses
-// steps step .. step + size - 2.
-absl::Status GroupRingAllGather(Peers& peers, const RankGroup& group, std::byte* data,
-                                const Segments& segments, uint32_t step);
 
 }  // namespace weft

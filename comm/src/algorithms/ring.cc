@@ -5,39 +5,77 @@
 namespace weft {
 namespace {
 
-int Mod(int a, int p) { return ((a % p) + p) % p; }
+int Mod(int a, int n) { return ((a % n) + n) % n; }
 
 }  // namespace
 
+RankGroup RankGroup::Whole(const Peers& peers) {
+  RankGroup group;
+  group.me = peers.rank();
+  for (int r = 0; r < peers.size(); ++r) group.ranks.push_back(r);
+  return group;
+}
+
+Segments Segments::Even(size_t count, int parts, size_t element_bytes, size_t base) {
+  const Partition partition(count, parts);
+  Segments segments;
+  segments.offset.reserve(parts);
+  segments.bytes.reserve(parts);
+  for (int i = 0; i < parts; ++i) {
+    segments.offset.push_back(base + partition.offset(i) * element_bytes);
+    segments.bytes.push_back(partition.size(i) * element_bytes);
+  }
+  return segments;
+}
+
+absl::Status GroupRingReduceScatter(Peers& peers, const RankGroup& group, std::byte* data,
+                                    const Segments& segments, DataType dtype, ReduceOp op,
+                                    uint32_t step) {
+  const int n = group.size(), me = group.me;
+  const int right = group.at(me + 1), left = group.at(me - 1);
+  // After step s, segment me-s-2 holds the reduction over members me-s-2 .. me.
+  for (int s = 0; s < n - 1; ++s) {
+    const int out = Mod(me - s - 1, n), in = Mod(me - s - 2, n);
+    Transfer sent = peers.Send(right, step + s, data + segments.offset[out], segments.bytes[out]);
+    Transfer received =
+        peers.Recv(left, step + s, RecvSink::Reduce(data + segments.offset[in], dtype, op),
+                   segments.bytes[in]);
+    if (absl::Status st = peers.Wait({sent, received}); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GroupRingAllGather(Peers& peers, const RankGroup& group, std::byte* data,
+                                const Segments& segments, uint32_t step) {
+  const int n = group.size(), me = group.me;
+  const int right = group.at(me + 1), left = group.at(me - 1);
+  for (int s = 0; s < n - 1; ++s) {
+    const int out = Mod(me - s, n), in = Mod(me - s - 1, n);
+    Transfer sent = peers.Send(right, step + s, data + segments.offset[out], segments.bytes[out]);
+    Transfer received =
+        peers.Recv(left, step + s, RecvSink::Copy(data + segments.offset[in]), segments.bytes[in]);
+    if (absl::Status st = peers.Wait({sent, received}); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
 RingAllReduce::RingAllReduce(Peers& peers, const CollectiveArgs& args)
-    : peers_(peers), args_(args), segments_(args.count, peers.size()) {}
+    : peers_(peers), args_(args) {}
 
 absl::Status RingAllReduce::Run() {
-  const int p = peers_.size(), r = peers_.rank();
+  const int p = peers_.size();
   const size_t es = args_.element_bytes();
   auto* data = static_cast<std::byte*>(args_.recv);
   if (args_.send != args_.recv) std::memcpy(data, args_.send, args_.count * es);
   if (p == 1) return absl::OkStatus();
-  const int right = Mod(r + 1, p), left = Mod(r - 1, p);
-  auto at = [&](int segment) { return data + segments_.offset(segment) * es; };
-  auto bytes = [&](int segment) { return segments_.size(segment) * es; };
-
-  // Reduce-scatter: after step s, segment r-s-1 holds the sum over ranks r-s-1 .. r.
-  for (int s = 0; s < p - 1; ++s) {
-    const int out = Mod(r - s, p), in = Mod(r - s - 1, p);
-    Transfer sent = peers_.Send(right, s, at(out), bytes(out));
-    Transfer received =
-        peers_.Recv(left, s, RecvSink::Reduce(at(in), args_.dtype, args_.op), bytes(in));
-    if (absl::Status st = peers_.Wait({sent, received}); !st.ok()) return st;
+  const RankGroup group = RankGroup::Whole(peers_);
+  const Segments segments = Segments::Even(args_.count, p, es);
+  if (absl::Status s =
+          GroupRingReduceScatter(peers_, group, data, segments, args_.dtype, args_.op, 0);
+      !s.ok()) {
+    return s;
   }
-  // All-gather: rank r now owns the complete segment r+1 and passes complete segments on.
-  for (int s = 0; s < p - 1; ++s) {
-    const int out = Mod(r + 1 - s, p), in = Mod(r - s, p);
-    Transfer sent = peers_.Send(right, p - 1 + s, at(out), bytes(out));
-    Transfer received = peers_.Recv(left, p - 1 + s, RecvSink::Copy(at(in)), bytes(in));
-    if (absl::Status st = peers_.Wait({sent, received}); !st.ok()) return st;
-  }
-  return absl::OkStatus();
+  return GroupRingAllGather(peers_, group, data, segments, p - 1);
 }
 
 RingReduceScatter::RingReduceScatter(Peers& peers, const CollectiveArgs& args)
@@ -55,14 +93,11 @@ absl::Status RingReduceScatter::Run() {
   // The partial sums accumulate in scratch: the caller's send buffer is read-only.
   std::byte* work = peers_.Scratch(block * p);
   std::memcpy(work, send, block * p);
-  const int right = Mod(r + 1, p), left = Mod(r - 1, p);
-  // After step s, block r-s-2 holds the sum over ranks r-s-2 .. r; the last step completes r.
-  for (int s = 0; s < p - 1; ++s) {
-    const int out = Mod(r - s - 1, p), in = Mod(r - s - 2, p);
-    Transfer sent = peers_.Send(right, s, work + out * block, block);
-    Transfer received =
-        peers_.Recv(left, s, RecvSink::Reduce(work + in * block, args_.dtype, args_.op), block);
-    if (absl::Status st = peers_.Wait({sent, received}); !st.ok()) return st;
+  if (absl::Status s =
+          GroupRingReduceScatter(peers_, RankGroup::Whole(peers_), work,
+                                 Segments::Even(args_.count * p, p, es), args_.dtype, args_.op, 0);
+      !s.ok()) {
+    return s;
   }
   std::memcpy(args_.recv, work + r * block, block);
   return absl::OkStatus();
@@ -76,14 +111,8 @@ absl::Status RingAllGather::Run() {
   const size_t block = args_.count * args_.element_bytes();
   auto* data = static_cast<std::byte*>(args_.recv);
   if (args_.send != data + r * block) std::memcpy(data + r * block, args_.send, block);
-  const int right = Mod(r + 1, p), left = Mod(r - 1, p);
-  for (int s = 0; s < p - 1; ++s) {
-    const int out = Mod(r - s, p), in = Mod(r - s - 1, p);
-    Transfer sent = peers_.Send(right, s, data + out * block, block);
-    Transfer received = peers_.Recv(left, s, RecvSink::Copy(data + in * block), block);
-    if (absl::Status st = peers_.Wait({sent, received}); !st.ok()) return st;
-  }
-  return absl::OkStatus();
+  return GroupRingAllGather(peers_, RankGroup::Whole(peers_), data,
+                            Segments::Even(args_.count * p, p, args_.element_bytes()), 0);
 }
 
 }  // namespace weft

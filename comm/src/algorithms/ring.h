@@ -1,13 +1,58 @@
-// Ring algorithms: every rank sends to rank+1 and receives from rank-1, p-1 steps per phase.
+// Ring algorithms: every rank sends to its right neighbour and receives from its left, p-1 steps
+// per phase.
 //
 // Bandwidth-optimal on any topology whose links are equally fast: each rank sends and receives
 // (p-1)/p of the data per phase. Latency grows linearly with p, which is why small messages go
 // to Rabenseifner or the shared-memory direct algorithms instead.
+//
+// The steps run over any group of the communicator's ranks (the whole communicator, or the
+// hierarchical algorithms' node and lane groups): a group is only a list of ranks whose messages
+// travel on the communicator's own links, so making one costs nothing and needs no rendezvous.
+// Segments may differ in size (uneven nodes give uneven node portions), including zero bytes.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
 #include "algorithms/algorithm.h"
 
 namespace weft {
+
+struct RankGroup {
+  std::vector<int> ranks;  // the communicator's ranks, in ring order
+  int me = 0;              // this rank's index in `ranks`
+
+  // Every rank of the communicator, in rank order.
+  static RankGroup Whole(const Peers& peers);
+
+  int size() const { return static_cast<int>(ranks.size()); }
+  int at(int index) const {
+    const int n = size();
+    return ranks[((index % n) + n) % n];
+  }
+};
+
+// Byte ranges of a buffer, one per group member.
+struct Segments {
+  std::vector<size_t> offset;
+  std::vector<size_t> bytes;
+
+  // `count` elements of `element_bytes` split as Partition does, starting at byte `base`.
+  static Segments Even(size_t count, int parts, size_t element_bytes, size_t base = 0);
+};
+
+// Ring reduce-scatter: afterwards segment `group.me` of `data` holds the reduction over the
+// group. Uses steps step .. step + size - 2.
+absl::Status GroupRingReduceScatter(Peers& peers, const RankGroup& group, std::byte* data,
+                                    const Segments& segments, DataType dtype, ReduceOp op,
+                                    uint32_t step);
+
+// Ring all-gather: segment `group.me` is complete on entry; afterwards every segment is. Uses
+// steps step .. step + size - 2.
+absl::Status GroupRingAllGather(Peers& peers, const RankGroup& group, std::byte* data,
+                                const Segments& segments, uint32_t step);
 
 // Reduce-scatter then all-gather over p segments of the result buffer.
 class RingAllReduce final : public Algorithm {
@@ -18,7 +63,6 @@ class RingAllReduce final : public Algorithm {
  private:
   Peers& peers_;
   const CollectiveArgs args_;
-  const Partition segments_;
 };
 
 class RingReduceScatter final : public Algorithm {

@@ -47,6 +47,7 @@ CommLayout CommLayout::Of(const Peers& peers, bool alloc_shared_buffers) {
   shape.arena = peers.arena() != nullptr;
   shape.remote_read = Usable(AlgorithmId::kCmaDirect, peers);
   shape.alloc_shared_buffers = alloc_shared_buffers;
+  shape.oversubscribed = peers.oversubscribed();
   return shape;
 }
 
@@ -54,8 +55,12 @@ std::vector<AlgorithmId> CostTuner::Candidates(OpKind kind, const CommLayout& sh
   // On one host every collective the arena families implement runs on the arena: their
   // fingerprints meet there, so a rank that calls a different collective is caught at once,
   // whereas a link algorithm on one rank and an arena one on another would wait on each other
-  // until the timeout.
-  const bool arena_only = shape.arena && Implements(AlgorithmId::kShmDirect, kind);
+  // until the timeout. Two exceptions compete with the tree: a reduce, which the arena carries
+  // out with an all-reduce's copies where the tree moves the data to the root once; and ranks
+  // that share cores, where the arena's lockstep rounds are dear and a tree needs only a parent
+  // and a child running at a time.
+  const bool arena_only = shape.arena && !shape.oversubscribed && kind != OpKind::kReduce &&
+                          Implements(AlgorithmId::kShmDirect, kind);
   std::vector<AlgorithmId> candidates;
   for (AlgorithmId id : kAllAlgorithms) {
     if (!Implements(id, kind)) continue;
@@ -169,7 +174,10 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
       // Measured on another group size: the ranks share the memory bus, so what the bytes add
       // grows with their number.
       const double bytes = kind == OpKind::kBarrier ? 0 : n;
-      return cost.alpha() + bytes * cost.beta() * p / std::max(1, measured_ranks);
+      // Ranks that share cores reach a round one after another, each after a context switch,
+      // which costs about what a link step does.
+      const double wake = shape.oversubscribed ? (p - 1) * model_.Get("shm", p).alpha() : 0;
+      return cost.alpha() + wake + bytes * cost.beta() * p / std::max(1, measured_ranks);
     }
     case AlgorithmId::kHierarchical: {
       if (shape.nodes < 2) return -1;
@@ -250,10 +258,10 @@ Priced CostTuner::Choose(OpKind kind, size_t bytes, const CommLayout& shape) con
 
 std::string CostTuner::Explain(OpKind kind, size_t bytes, const CommLayout& shape) const {
   const Priced choice = Choose(kind, bytes, shape);
-  std::string text =
-      absl::StrCat(Name(kind), " ", bytes, " bytes on ", shape.ranks, " ranks, ", shape.nodes,
-                   shape.nodes == 1 ? " node" : " nodes", ": ", Name(choice.algorithm),
-                   " predicted ", Micros(choice.seconds), " (");
+  std::string text = absl::StrCat(
+      Name(kind), " ", bytes, " bytes on ", shape.ranks, " ranks, ", shape.nodes,
+      shape.nodes == 1 ? " node" : " nodes", shape.oversubscribed ? " sharing cores" : "", ": ",
+      Name(choice.algorithm), " predicted ", Micros(choice.seconds), " (");
   bool first = true;
   for (const Priced& candidate : PriceAll(kind, bytes, shape)) {
     absl::StrAppend(&text, first ? "" : ", ", Name(candidate.algorithm), " ",

@@ -4,9 +4,12 @@
 // layout with an alpha-beta formula over the classes of a CostModel (tuner_model.h), NCCL-style
 // time = latency + bytes / bandwidth, and takes the cheapest, or over several nodes a
 // hierarchical broadcast or all-reduce past 8 KiB when it comes within a few percent of that
-// (kHierarchyMargin in tuner.cc); up to 8 KiB never a hierarchical one (kShortBytes). It is a
-// pure function of (collective, bytes, layout, model): every rank holds the same model (rank 0's,
-// shared at creation) and layout, so every rank picks the same algorithm on every call and run.
+// (kHierarchyMargin in tuner.cc); up to 8 KiB never a hierarchical one (kShortBytes). On one
+// host the direct algorithms run every collective they implement, except that the tree competes
+// for reduces, and where the ranks share cores (a direct algorithm's rounds then wait for every
+// rank to be scheduled) all link algorithms compete. It is a pure function of (collective, bytes,
+// layout, model): every rank holds the same model (rank 0's, shared at creation) and layout, so
+// every rank picks the same algorithm on every call and run.
 //
 // Bytes are those the communicator passes the selector: the buffer of an all-reduce, broadcast
 // or reduce; all ranks' blocks together for reduce-scatter, all-gather and all-to-all.
@@ -30,6 +33,7 @@ struct CommLayout {
   bool arena = false;                 // every rank shares this host's arena (shm_direct can run)
   bool remote_read = false;           // and may read the others' memory (cma_direct can run)
   bool alloc_shared_buffers = false;  // CommOptions::shared_buffers: buffers from AllocShared
+  bool oversubscribed = false;        // the ranks share cores (agreed at creation)
 
   static CommLayout Of(const Peers& peers, bool alloc_shared_buffers);
 };

@@ -100,7 +100,7 @@ absl::Status Validate(const ShmSegment& segment, const ArenaHeader& header, int 
 absl::StatusOr<std::unique_ptr<ShmArena>> ShmArena::Create(Store& store,
                                                            const std::string& unique_name, int rank,
                                                            const std::vector<int>& local_ranks,
-                                                           size_t area_bytes,
+                                                           size_t area_bytes, bool oversubscribed,
                                                            const Deadline& deadline) {
   const auto me = std::find(local_ranks.begin(), local_ranks.end(), rank);
   if (me == local_ranks.end() || !std::is_sorted(local_ranks.begin(), local_ranks.end())) {
@@ -112,6 +112,7 @@ absl::StatusOr<std::unique_ptr<ShmArena>> ShmArena::Create(Store& store,
   arena->local_ranks_ = local_ranks;
   arena->local_rank_ = static_cast<int>(me - local_ranks.begin());
   arena->local_size_ = static_cast<int>(local_ranks.size());
+  arena->oversubscribed_ = oversubscribed;
   arena->area_bytes_ = RoundUp(std::max<size_t>(area_bytes, 1), kPageBytes);
   const int local_size = arena->local_size_;
   arena->counters_offset_ =
@@ -289,7 +290,7 @@ absl::Status ShmArena::WaitAtLeast(int r, int index, uint64_t value,
     if (reached()) return absl::OkStatus();
   }
   int64_t last_check_ns = CoarseMonotonicNs();
-  if (!Backoff::Oversubscribed()) {
+  if (!oversubscribed_) {
     while (CoarseMonotonicNs() - last_check_ns < kYieldWithOwnCoreNs && !deadline.Aborted()) {
       sched_yield();
       if (reached()) return absl::OkStatus();

@@ -39,10 +39,11 @@ class ShmArena {
   // /dev/shm as soon as everyone has attached, so a crash leaks nothing.
   // Each rank's data area is `area_bytes` bytes (rounded up to a page), 64-byte aligned.
   // `store` keys are derived from `unique_name`, so one store can serve several arenas.
+  // `oversubscribed`: the local ranks share cores, so waits skip the long yield phase.
   static absl::StatusOr<std::unique_ptr<ShmArena>> Create(Store& store,
                                                           const std::string& unique_name, int rank,
                                                           const std::vector<int>& local_ranks,
-                                                          size_t area_bytes,
+                                                          size_t area_bytes, bool oversubscribed,
                                                           const Deadline& deadline);
   ~ShmArena() = default;
 
@@ -105,6 +106,7 @@ class ShmArena {
   std::vector<ProcessWatch> watches_;  // per local rank; watches nothing for this rank
   std::vector<pid_t> pids_;
   bool remote_read_ = false;
+  bool oversubscribed_ = false;
 };
 
 }  // namespace weft

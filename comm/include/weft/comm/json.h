@@ -1,7 +1,8 @@
-// A small JSON reader, enough for flight-recorder dumps (strings are written with JsonQuote,
-// json_quote.h, the quoting the dumps themselves use).
+// JSON for the files Weft writes and reads: flight-recorder dumps (written by comm, read by
+// weft-trace), the perf tools' reports, and the trainer's configs. One quoting rule and one
+// reader, so whatever one part writes the others accept.
 //
-// The reader takes untrusted input (dumps are files anyone may hand to weft-trace, and it is
+// The reader takes untrusted input (dumps and configs are files anyone may hand over, and it is
 // fuzzed): it bounds nesting, rejects anything that is not strict JSON, and never reads past the
 // text. Integers without fraction or exponent are kept exactly as int64 (nanosecond timestamps
 // do not fit a double's mantissa).
@@ -14,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace weft::trace {
+namespace weft {
 
 struct JsonValue {
   enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
@@ -23,7 +24,7 @@ struct JsonValue {
   double number = 0;
   bool is_integer = false;  // `integer` holds the exact value
   int64_t integer = 0;
-  std::string text;
+  std::string text;              // kString: the value; kNumber: the literal as written
   std::vector<JsonValue> items;  // kArray
   // kObject, in document order (two vectors: a pair would need JsonValue complete here).
   std::vector<std::string> names;
@@ -35,7 +36,12 @@ struct JsonValue {
 
 inline constexpr int kMaxJsonDepth = 64;
 
-// Parses one JSON document (surrounding whitespace allowed). Errors say where and why.
+// Parses one JSON document (surrounding whitespace allowed). Errors say where (line and column)
+// and why.
 absl::StatusOr<JsonValue> ParseJson(absl::string_view text);
 
-}  // namespace weft::trace
+// `text` as a JSON string literal, quotes included: '"' and '\' escaped, newline and tab as \n and
+// \t, other control characters as \u00XX. Bytes >= 0x80 pass through (UTF-8 stays UTF-8).
+std::string JsonQuote(absl::string_view text);
+
+}  // namespace weft

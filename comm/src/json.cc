@@ -1,4 +1,4 @@
-#include "json.h"
+#include "weft/comm/json.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace weft::trace {
+namespace weft {
 namespace {
 
 class Parser {
@@ -24,7 +24,16 @@ class Parser {
 
  private:
   absl::Status Error(absl::string_view why) const {
-    return absl::InvalidArgumentError(absl::StrCat("JSON at byte ", pos_, ": ", why));
+    int line = 1;
+    size_t line_start = 0;
+    for (size_t i = 0; i < pos_ && i < text_.size(); ++i) {
+      if (text_[i] == '\n') {
+        ++line;
+        line_start = i + 1;
+      }
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("JSON at line ", line, ", column ", pos_ - line_start + 1, ": ", why));
   }
 
   void SkipSpace() {
@@ -241,6 +250,7 @@ class Parser {
     }
     const absl::string_view literal = text_.substr(start, pos_ - start);
     out->type = JsonValue::Type::kNumber;
+    out->text = std::string(literal);
     out->is_integer = integer && absl::SimpleAtoi(literal, &out->integer);
     if (out->is_integer) {
       out->number = static_cast<double>(out->integer);
@@ -266,4 +276,31 @@ const JsonValue* JsonValue::Find(absl::string_view key) const {
 
 absl::StatusOr<JsonValue> ParseJson(absl::string_view text) { return Parser(text).Document(); }
 
-}  // namespace weft::trace
+std::string JsonQuote(absl::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          absl::StrAppendFormat(&out, "\\u%04x", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace weft
