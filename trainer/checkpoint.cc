@@ -149,9 +149,10 @@ std::string Listed(const std::vector<std::string>& items, absl::string_view sepa
 
 std::vector<TensorRecord> TensorTable(const ParamLayout& layout) {
   std::vector<TensorRecord> table;
+  uint64_t offset = 0;
   for (const TensorView& t : layout.tensors()) {
-    table.push_back(
-        {t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end()), t.offset, "f32"});
+    table.push_back({t.name, std::vector<int64_t>(t.shape.begin(), t.shape.end()), offset, "f32"});
+    offset += t.size;
   }
   return table;
 }

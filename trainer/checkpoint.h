@@ -15,8 +15,9 @@
 // and the pointer update loses nothing.
 //
 // A checkpoint describes what it holds: the config (JSON) and a tensor table (name, shape, offset
-// and dtype of every parameter tensor in the flat buffers), which CheckLayout compares with the
-// model's ParamLayout on resume.
+// and dtype of every parameter tensor), which CheckLayout compares with the model's ParamLayout on
+// resume. The buffers are packed (ParamLayout::Pack: tensors back to back, no unit padding), so a
+// checkpoint does not depend on the rank count or the ZeRO stage that wrote it.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +50,7 @@ struct CheckpointState {
   std::vector<float> params, adam_m, adam_v;
 };
 
-// The tensor table of `layout` (every tensor f32).
+// The tensor table of `layout`'s packed form (every tensor f32).
 std::vector<TensorRecord> TensorTable(const ParamLayout& layout);
 
 // OK if a checkpoint with tensor table `saved` can be loaded into a model with `layout`; otherwise

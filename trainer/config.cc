@@ -50,6 +50,7 @@ const std::vector<std::pair<const char*, Member>>& Fields() {
       {"threads", &Config::threads},
       {"bucket_cap_mb", &Config::bucket_cap_mb},
       {"first_bucket_mb", &Config::first_bucket_mb},
+      {"zero", &Config::zero},
       {"sample_tokens", &Config::sample_tokens},
       {"sample_prompt", &Config::sample_prompt},
   };
@@ -198,6 +199,9 @@ absl::Status Validate(const Config& c, int world_size) {
   require(c.threads >= 1 && c.threads <= 256,
           absl::StrCat("threads must be in [1, 256] (got ", c.threads, ")"));
   require(c.bucket_cap_mb > 0 && c.first_bucket_mb > 0, "bucket caps must be > 0");
+  require(c.zero >= 0 && c.zero <= 3, absl::StrCat("zero must be 0, 1, 2 or 3 (got ", c.zero, ")"));
+  require(c.zero != 3,
+          "zero=3 (parameters sharded, FSDP full shard) is not available yet: use zero=1 or 2");
   require(c.sample_tokens >= 0, "sample_tokens must be >= 0");
   require(!c.sample_prompt.empty() && c.sample_prompt.size() < static_cast<size_t>(c.seq_len),
           "sample_prompt must hold 1 to seq_len - 1 bytes");

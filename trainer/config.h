@@ -51,6 +51,10 @@ struct Config {
   int threads = 1;            // OpenBLAS threads per rank
   double bucket_cap_mb = 25;  // gradient reducer buckets
   double first_bucket_mb = 1;
+  // ZeRO stage: 0 plain data parallel; 1 optimizer state sharded (gradients reduce-scattered
+  // after backward, parameters all-gathered after the update); 2 the reduce-scatter also runs
+  // during backward, unit by unit.
+  int zero = 0;
   int sample_tokens = 200;  // generated at the end (0: none)
   std::string sample_prompt = "The ";
 

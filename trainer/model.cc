@@ -9,10 +9,12 @@
 
 namespace weft::trainer {
 
-Gpt::Gpt(const ModelShape& shape, int max_batch) : shape_(shape), max_batch_(max_batch) {
+Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum)
+    : shape_(shape), max_batch_(max_batch), layout_(pad_quantum) {
   const int C = shape.n_embd;
   wte_ = layout_.Add("wte", {shape.vocab, C}, true);
   wpe_ = layout_.Add("wpe", {shape.seq_len, C}, true);
+  layout_.EndUnit("embeddings");
   for (int l = 0; l < shape.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     BlockTensors b;
@@ -29,9 +31,11 @@ Gpt::Gpt(const ModelShape& shape, int max_batch) : shape_(shape), max_batch_(max
     b.fcproj_w = layout_.Add(p + "mlp.proj.w", {C, 4 * C}, true);
     b.fcproj_b = layout_.Add(p + "mlp.proj.b", {C}, false);
     blocks_.push_back(b);
+    layout_.EndUnit("h." + std::to_string(l));
   }
   lnf_w_ = layout_.Add("lnf.w", {C}, false);
   lnf_b_ = layout_.Add("lnf.b", {C}, false);
+  layout_.EndUnit("lnf");
   params_.assign(layout_.total(), 0.0f);
   grads_.assign(layout_.total(), 0.0f);
 

@@ -30,11 +30,14 @@ struct ModelShape {
 
 class Gpt {
  public:
-  // Allocates parameters, gradients and activations for up to `max_batch` sequences.
-  Gpt(const ModelShape& shape, int max_batch);
+  // Allocates parameters, gradients and activations for up to `max_batch` sequences. Each unit
+  // of the layout (embeddings, each block, final norm) is padded to a multiple of `pad_quantum`
+  // elements (ParamLayout), which stay zero.
+  Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum = 1);
 
   const ModelShape& shape() const { return shape_; }
   const ParamLayout& layout() const { return layout_; }
+  // Elements of the flat buffers, padding included (layout().parameters() counts the model's).
   size_t num_params() const { return layout_.total(); }
   float* params() { return params_.data(); }
   const float* params() const { return params_.data(); }

@@ -7,8 +7,24 @@
 
 namespace weft::trainer {
 
-AdamW::AdamW(const ParamLayout& layout, const AdamWSettings& settings)
-    : layout_(layout), settings_(settings), m_(layout.total(), 0.0f), v_(layout.total(), 0.0f) {}
+AdamW::AdamW(const ParamLayout& layout, const AdamWSettings& settings,
+             std::vector<shard::Range> owned)
+    : settings_(settings) {
+  if (owned.empty()) owned.push_back({0, layout.total()});
+  size_t compact = 0;
+  for (const shard::Range& range : owned) {
+    const size_t end = range.begin + range.length;
+    for (const TensorView& t : layout.tensors()) {
+      const size_t first = std::max(range.begin, t.offset);
+      const size_t last = std::min(end, t.offset + t.size);
+      if (first >= last) continue;
+      segments_.push_back({first, compact + (first - range.begin), last - first, t.weight_decay});
+    }
+    compact += range.length;
+  }
+  m_.assign(compact, 0.0f);
+  v_.assign(compact, 0.0f);
+}
 
 // Compiled for AVX-512, AVX2 and baseline; the same IEEE operations per element in each.
 WEFT_VECTOR_CLONES void AdamW::Step(float* params, const float* grads, double lr) {
@@ -21,20 +37,23 @@ WEFT_VECTOR_CLONES void AdamW::Step(float* params, const float* grads, double lr
   const float rate = static_cast<float>(lr);
   float* m = m_.data();
   float* v = v_.data();
-  for (const TensorView& t : layout_.tensors()) {
-    const float decay = t.weight_decay ? static_cast<float>(lr * settings_.weight_decay) : 0.0f;
-    for (size_t i = t.offset; i < t.offset + t.size; ++i) {
-      const float g = grads[i];
-      m[i] = b1 * m[i] + (1.0f - b1) * g;
-      v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-      const float m_hat = m[i] * correction1;
-      const float v_hat = v[i] * correction2;
-      params[i] -= rate * m_hat / (std::sqrt(v_hat) + eps) + decay * params[i];
+  for (const Segment& s : segments_) {
+    const float decay = s.decay ? static_cast<float>(lr * settings_.weight_decay) : 0.0f;
+    float* p = params + s.flat;
+    const float* g = grads + s.compact;
+    float* ms = m + s.compact;
+    float* vs = v + s.compact;
+    for (size_t i = 0; i < s.count; ++i) {
+      ms[i] = b1 * ms[i] + (1.0f - b1) * g[i];
+      vs[i] = b2 * vs[i] + (1.0f - b2) * g[i] * g[i];
+      const float m_hat = ms[i] * correction1;
+      const float v_hat = vs[i] * correction2;
+      p[i] -= rate * m_hat / (std::sqrt(v_hat) + eps) + decay * p[i];
     }
   }
 }
 
-double GlobalNorm(const float* grads, size_t n) {
+double SumOfSquares(const float* grads, size_t n) {
   // Eight partial sums: vectorizes, and the order is fixed so the result is reproducible.
   double partial[8] = {};
   size_t i = 0;
@@ -46,15 +65,21 @@ double GlobalNorm(const float* grads, size_t n) {
   double sum = 0.0;
   for (; i < n; ++i) sum += static_cast<double>(grads[i]) * grads[i];
   for (double p : partial) sum += p;
-  return std::sqrt(sum);
+  return sum;
 }
 
-double ClipByGlobalNorm(float* grads, size_t n, double max_norm) {
-  const double norm = GlobalNorm(grads, n);
+double GlobalNorm(const float* grads, size_t n) { return std::sqrt(SumOfSquares(grads, n)); }
+
+void ClipToNorm(float* grads, size_t n, double norm, double max_norm) {
   if (max_norm > 0 && norm > max_norm) {
     const float scale = static_cast<float>(max_norm / (norm + 1e-6));
     for (size_t i = 0; i < n; ++i) grads[i] *= scale;
   }
+}
+
+double ClipByGlobalNorm(float* grads, size_t n, double max_norm) {
+  const double norm = GlobalNorm(grads, n);
+  ClipToNorm(grads, n, norm, max_norm);
   return norm;
 }
 

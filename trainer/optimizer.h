@@ -1,14 +1,16 @@
 // AdamW over the flat parameter buffer, global-norm clipping and the learning-rate schedule.
 //
-// Moments live in flat buffers with the parameters' layout (so ZeRO can shard them by range).
-// Weight decay is decoupled (θ -= lr · wd · θ, not added to the gradient) and applies only to
-// tensors the layout marks (matrices and embeddings).
+// An AdamW updates the flat ranges of the layout it owns (all of it, or a ZeRO rank's slices) and
+// keeps moments for those ranges only, back to back. Weight decay is decoupled (θ -= lr · wd · θ,
+// not added to the gradient) and applies only to tensors the layout marks (matrices and
+// embeddings), also where a range boundary cuts a tensor; padding between units is not touched.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "param_layout.h"
+#include "weft/shard/shard_layout.h"
 
 namespace weft::trainer {
 
@@ -21,10 +23,16 @@ struct AdamWSettings {
 
 class AdamW {
  public:
-  AdamW(const ParamLayout& layout, const AdamWSettings& settings);
+  // `owned`: the flat ranges to update, in order (empty: the whole layout).
+  AdamW(const ParamLayout& layout, const AdamWSettings& settings,
+        std::vector<shard::Range> owned = {});
 
-  // One update with learning rate `lr` (the step count advances by one).
+  // One update with learning rate `lr` (the step count advances by one). `params` is the flat
+  // buffer; `grads` holds the owned ranges' gradients back to back (for the whole layout: the
+  // flat gradient buffer).
   void Step(float* params, const float* grads, double lr);
+  // Elements of the owned ranges: the size of grads, m() and v().
+  size_t owned_size() const { return m_.size(); }
 
   int64_t step() const { return step_; }
   std::vector<float>& m() { return m_; }
@@ -33,14 +41,26 @@ class AdamW {
   void set_step(int64_t step) { step_ = step; }
 
  private:
-  const ParamLayout& layout_;
+  // A run of one tensor's elements inside the owned ranges.
+  struct Segment {
+    size_t flat = 0;     // first element in the flat buffer
+    size_t compact = 0;  // the same element in grads and the moments
+    size_t count = 0;
+    bool decay = false;
+  };
+
   AdamWSettings settings_;
+  std::vector<Segment> segments_;
   std::vector<float> m_, v_;
   int64_t step_ = 0;
 };
 
-// The L2 norm of all gradients (accumulated in double).
+// The sum of squares of `n` gradients, accumulated in double in a fixed order.
+double SumOfSquares(const float* grads, size_t n);
+// The L2 norm of all gradients.
 double GlobalNorm(const float* grads, size_t n);
+// Scales grads so that a global norm of `norm` becomes at most max_norm (0: leaves them).
+void ClipToNorm(float* grads, size_t n, double norm, double max_norm);
 // Scales grads so their global norm is at most max_norm; returns the norm before clipping.
 // max_norm = 0 only measures.
 double ClipByGlobalNorm(float* grads, size_t n, double max_norm);

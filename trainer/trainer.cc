@@ -18,12 +18,12 @@
 #include "absl/time/clock.h"
 #include "checkpoint.h"
 #include "data.h"
+#include "data_parallel.h"
 #include "generate.h"
 #include "model.h"
 #include "optimizer.h"
 #include "plot.h"
 #include "rng.h"
-#include "weft/shard/grad_reducer.h"
 
 namespace weft::trainer {
 namespace {
@@ -107,9 +107,7 @@ class Run {
         options_(options),
         group_(comm),
         micro_(config.micro_batch(group_.size())),
-        model_(config.shape(), micro_),
-        adam_(model_.layout(),
-              AdamWSettings{config.beta1, config.beta2, config.eps, config.weight_decay}),
+        model_(config.shape(), micro_, DataParallel::PadQuantum(config, group_.size())),
         sample_rng_(Mix64(config.seed ^ 0x5a3b1e)) {}
 
   absl::StatusOr<TrainSummary> Execute();
@@ -129,10 +127,11 @@ class Run {
   const Group group_;
   const int micro_;
   Gpt model_;
-  AdamW adam_;
+  std::unique_ptr<DataParallel> dp_;
+  int64_t state_bytes_ = 0;   // the most any rank keeps between steps
+  int64_t buffer_bytes_ = 0;  // the most any rank holds in communication buffers
   Rng sample_rng_;
   Corpus corpus_;
-  std::unique_ptr<shard::GradReducer> reducer_;
   std::vector<uint8_t> tokens_, targets_;
   int start_step_ = 0;
   std::string run_dir_;  // this invocation's DIR/checkpoints/run-NNN, the same on every rank
@@ -148,20 +147,23 @@ absl::Status Run::Setup() {
   tokens_.resize(static_cast<size_t>(micro_) * config_.seq_len);
   targets_.resize(tokens_.size());
   model_.InitParams(config_.seed);
+  absl::StatusOr<std::unique_ptr<DataParallel>> dp =
+      DataParallel::Create(config_, group_.comm(), &model_);
+  if (!dp.ok()) return dp.status();
+  dp_ = std::move(*dp);
+  // The metrics carry the largest figures of any rank.
+  int64_t bytes[2] = {static_cast<int64_t>(dp_->state_bytes()),
+                      static_cast<int64_t>(dp_->buffer_bytes())};
   if (group_.comm() != nullptr) {
-    std::vector<shard::Gradient> grads;
-    for (const TensorView& t : model_.layout().tensors()) {
-      grads.push_back({t.name, model_.grads() + t.offset, t.size});
+    if (absl::Status s = group_.comm()
+                             ->AllReduce(bytes, bytes, 2, DataType::kInt64, ReduceOp::kMax)
+                             .Wait(kCommTimeout);
+        !s.ok()) {
+      return s;
     }
-    shard::GradReducerOptions options;
-    options.bucket_cap_bytes = static_cast<size_t>(config_.bucket_cap_mb * (1 << 20));
-    options.first_bucket_cap_bytes = static_cast<size_t>(config_.first_bucket_mb * (1 << 20));
-    options.timeout = kCommTimeout;
-    absl::StatusOr<std::unique_ptr<shard::GradReducer>> reducer =
-        shard::GradReducer::Create(group_.comm(), std::move(grads), options);
-    if (!reducer.ok()) return reducer.status();
-    reducer_ = std::move(*reducer);
   }
+  state_bytes_ = bytes[0];
+  buffer_bytes_ = bytes[1];
   std::error_code ec;
   std::filesystem::create_directories(options_.out_dir, ec);
   if (ec) {
@@ -257,19 +259,23 @@ absl::Status Run::Resume() {
     }
   }
   if (absl::Status s = CheckLayout(state->tensors, model_.layout()); !s.ok()) differ(s.message());
-  if (differences.empty() && state->params.size() != model_.num_params()) {
-    differ(absl::StrCat("parameters: checkpoint ", state->params.size(), ", model ",
-                        model_.num_params()));
+  const size_t parameters = model_.layout().parameters();
+  if (differences.empty() &&
+      (state->params.size() != parameters || state->adam_m.size() != parameters ||
+       state->adam_v.size() != parameters)) {
+    differ(absl::StrCat("parameters: checkpoint ", state->params.size(), ", model ", parameters));
   }
   if (!differences.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("resume: checkpoint ", path, " does not fit this run: ", differences,
                      " (without --resume, a new run starts in its own directory)"));
   }
-  std::copy(state->params.begin(), state->params.end(), model_.params());
-  adam_.m() = std::move(state->adam_m);
-  adam_.v() = std::move(state->adam_v);
-  adam_.set_step(state->optimizer_step);
+  const ParamLayout& layout = model_.layout();
+  layout.Unpack(state->params.data(), model_.params());
+  std::vector<float> m(layout.total(), 0.0f), v(layout.total(), 0.0f);
+  layout.Unpack(state->adam_m.data(), m.data());
+  layout.Unpack(state->adam_v.data(), v.data());
+  dp_->LoadMoments(m, v, state->optimizer_step);
   sample_rng_ = Rng(state->sample_rng);
   start_step_ = static_cast<int>(state->step);
   if (state->data_cursor != static_cast<uint64_t>(start_step_) * config_.batch_size) {
@@ -289,34 +295,24 @@ absl::Status Run::Step(int step, double* loss, double* grad_norm, double* lr,
   const float loss_scale = 1.0f / (static_cast<float>(micro_) * T * accum);
   model_.ZeroGrads();
   double local_loss = 0;
-  absl::Status ready_status;
-  const auto on_ready = [&](int tensor) {
-    if (reducer_ == nullptr || !ready_status.ok()) return;
-    ready_status = reducer_->MarkReady(static_cast<size_t>(tensor));
-  };
+  const auto on_ready = [&](int tensor) { dp_->TensorReady(tensor); };
   for (int m = 0; m < accum; ++m) {
     const uint64_t first = static_cast<uint64_t>(step) * config_.batch_size +
                            static_cast<uint64_t>(m * world + group_.rank()) * micro_;
     GatherTrainSamples(corpus_.train, config_.seed, first, micro_, T, tokens_.data(),
                        targets_.data());
     local_loss += model_.Forward(tokens_.data(), targets_.data(), micro_, T);
-    if (reducer_ != nullptr) reducer_->BeginBackward(/*sync=*/m == accum - 1);
+    dp_->BeginBackward(/*sync=*/m == accum - 1);
     model_.Backward(loss_scale, on_ready);
-    if (!ready_status.ok()) return ready_status;
-    if (reducer_ != nullptr) {
-      if (absl::Status s = reducer_->Finish(kCommTimeout); !s.ok()) return s;
-      *comm_wait += reducer_->last_wait();
-    }
+    if (absl::Status s = dp_->FinishBackward(comm_wait); !s.ok()) return s;
   }
   // The step's loss: the mean over every token of the global batch.
   double sum = local_loss;
   if (absl::Status s = group_.SumDoubles(&sum, 1, comm_wait); !s.ok()) return s;
   *loss = sum / (static_cast<double>(config_.batch_size) * T);
-  *grad_norm = ClipByGlobalNorm(model_.grads(), model_.num_params(), config_.grad_clip);
   *lr = LearningRate(step, config_.steps, config_.warmup_steps, config_.scaled_lr(),
                      config_.min_lr_ratio);
-  adam_.Step(model_.params(), model_.grads(), *lr);
-  return absl::OkStatus();
+  return dp_->Update(*lr, grad_norm, comm_wait);
 }
 
 absl::StatusOr<double> Run::Evaluate(absl::Duration* comm_wait) {
@@ -341,17 +337,20 @@ absl::StatusOr<double> Run::Evaluate(absl::Duration* comm_wait) {
 }
 
 absl::Status Run::SaveCheckpoint(int step) {
+  std::vector<float> m, v;
+  if (absl::Status s = dp_->FullMoments(&m, &v); !s.ok()) return s;
   if (!leader()) return absl::OkStatus();
+  const ParamLayout& layout = model_.layout();
   CheckpointState state;
   state.step = step;
   state.data_cursor = static_cast<uint64_t>(step) * config_.batch_size;
   state.sample_rng = sample_rng_.state();
-  state.optimizer_step = adam_.step();
+  state.optimizer_step = dp_->optimizer_step();
   state.config_json = ToJson(config_);
   state.tensors = TensorTable(model_.layout());
-  state.params.assign(model_.params(), model_.params() + model_.num_params());
-  state.adam_m = adam_.m();
-  state.adam_v = adam_.v();
+  state.params = layout.Pack(model_.params());
+  state.adam_m = layout.Pack(m.data());
+  state.adam_v = layout.Pack(v.data());
   return WriteCheckpoint(run_dir_, state, config_.keep_checkpoints);
 }
 
@@ -366,11 +365,13 @@ absl::StatusOr<TrainSummary> Run::Execute() {
         "%zu train / %zu val bytes\n"
         "weft-train: %d rank%s x %d thread%s, batch %d = %d micro x %d accum x %d ranks, "
         "lr %.3g (%s scaling), %d steps, out %s\n",
-        model_.num_params(), config_.n_layer, config_.n_head, config_.n_embd, config_.seq_len,
-        corpus_.source.c_str(), corpus_.train.size(), corpus_.val.size(), group_.size(),
-        group_.size() == 1 ? "" : "s", config_.threads, config_.threads == 1 ? "" : "s",
-        config_.batch_size, micro_, config_.grad_accum, group_.size(), config_.scaled_lr(),
-        config_.lr_scaling.c_str(), total, options_.out_dir.c_str());
+        model_.layout().parameters(), config_.n_layer, config_.n_head, config_.n_embd,
+        config_.seq_len, corpus_.source.c_str(), corpus_.train.size(), corpus_.val.size(),
+        group_.size(), group_.size() == 1 ? "" : "s", config_.threads,
+        config_.threads == 1 ? "" : "s", config_.batch_size, micro_, config_.grad_accum,
+        group_.size(), config_.scaled_lr(), config_.lr_scaling.c_str(), total,
+        options_.out_dir.c_str());
+    std::printf("weft-train: %s\n", dp_->MemoryReport().c_str());
     std::fflush(stdout);
   }
   TrainSummary summary;
@@ -411,9 +412,10 @@ absl::StatusOr<TrainSummary> Run::Execute() {
       std::string line = absl::StrFormat(
           "{\"step\": %d, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, "
           "\"tokens_per_s\": "
-          "%.1f, \"step_ms\": %.3f, \"cpu_ms\": %.3f, \"comm_wait_ms\": %.3f",
+          "%.1f, \"step_ms\": %.3f, \"cpu_ms\": %.3f, \"comm_wait_ms\": %.3f, "
+          "\"state_bytes\": %d, \"buffer_bytes\": %d",
           done, loss, lr, norm, tokens_per_s, seconds * 1e3, cpu_seconds * 1e3,
-          absl::ToDoubleMilliseconds(comm_wait));
+          absl::ToDoubleMilliseconds(comm_wait), state_bytes_, buffer_bytes_);
       if (val) absl::StrAppendFormat(&line, ", \"val_loss\": %.17g", *val);
       metrics_ << line << "}\n";
       metrics_.flush();

@@ -1,10 +1,11 @@
 // weft-train end to end, with the tiny config on a corpus the test writes:
-//  - data parallelism: 1, 2 and 4 ranks, with and without accumulation, give the single-rank
-//    losses and gradient norms (before clipping) for the same global batch within 1e-5 relative
-//    at every one of 20 steps, and the same parameters after them (each tensor within 1e-5 in
-//    relative norm). They differ only in fp32 summation order. A reducer that sums instead of
-//    averaging, or a loss scale without the accumulation factor, scales the gradient norm by the
-//    ranks or the accumulation and fails here (checked by breaking each once by hand);
+//  - data parallelism: 1, 2 and 4 ranks, with and without accumulation, and ZeRO-1 and -2 over
+//    shared memory and TCP, give the single-rank losses and gradient norms (before clipping) for
+//    the same global batch within 1e-5 relative at every one of 20 steps, and the same parameters
+//    after them (each tensor within 1e-5 in relative norm). They differ only in fp32 summation
+//    order. A reducer that sums instead of averaging (all-reduce or reduce-scatter), or a loss
+//    scale without the accumulation factor, scales the gradient norm by the ranks or the
+//    accumulation and fails here (checked by breaking each once by hand);
 //  - training makes progress: the loss falls by at least 30% in 50 steps;
 //  - resume: stopping at a step and resuming gives bit-identical losses afterwards;
 //  - a corrupt or truncated newest checkpoint is reported and the previous one is used;
@@ -36,6 +37,14 @@ namespace fs = std::filesystem;
 using Env = std::vector<std::pair<std::string, std::string>>;
 
 constexpr double kDataParallelRelTol = 1e-5;
+
+// One parallel layout of the same job: ranks, gradient accumulation, ZeRO stage, transport.
+struct Layout {
+  int ranks = 1;
+  int accum = 1;
+  int zero = 0;
+  const char* transport = "auto";
+};
 
 class TrainTest : public ::testing::Test {
  protected:
@@ -108,6 +117,8 @@ class TrainTest : public ::testing::Test {
     return {};
   }
 
+  void ExpectLayoutsMatchSingleRank(const std::vector<Layout>& layouts);
+
   fs::path dir_;
 };
 
@@ -149,18 +160,22 @@ void ExpectSameParams(const trainer::CheckpointState& ref, const trainer::Checkp
   }
 }
 
-TEST_F(TrainTest, DataParallelMatchesSingleRank) {
+// Runs the tiny config for 20 steps on one rank, then on each layout, and compares every step's
+// loss and gradient norm, and the parameters after the last step, with the single rank's.
+void TrainTest::ExpectLayoutsMatchSingleRank(const std::vector<Layout>& layouts) {
   ExpectOk(Train(0, "ref", {}));
   const std::map<int, std::string> ref_loss = Losses("ref");
   const std::map<int, std::string> ref_norm = Metric("ref", "grad_norm");
   ASSERT_EQ(ref_loss.size(), 20u);
   ASSERT_EQ(ref_norm.size(), 20u);
   const trainer::CheckpointState ref_state = Checkpoint("ref", 20);
-  // (ranks, accumulation) with the tiny config's global batch of 8.
-  const std::vector<std::pair<int, int>> layouts = {{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 2}};
-  for (const auto& [ranks, accum] : layouts) {
-    const std::string out = absl::StrCat("dp", ranks, "x", accum);
-    ExpectOk(Train(ranks, out, {"--set", absl::StrCat("grad_accum=", accum)}));
+  for (const Layout& layout : layouts) {
+    const std::string out =
+        absl::StrCat("r", layout.ranks, "a", layout.accum, "z", layout.zero, layout.transport);
+    ExpectOk(Train(layout.ranks, out,
+                   {"--set", absl::StrCat("grad_accum=", layout.accum), "--set",
+                    absl::StrCat("zero=", layout.zero)},
+                   {{"WEFT_TRANSPORT", layout.transport}}));
     for (const auto& [key, ref] : {std::pair{"loss", ref_loss}, std::pair{"grad_norm", ref_norm}}) {
       const std::map<int, std::string> got = Metric(out, key);
       ASSERT_EQ(got.size(), ref.size()) << out << " " << key;
@@ -172,6 +187,59 @@ TEST_F(TrainTest, DataParallelMatchesSingleRank) {
       }
     }
     ExpectSameParams(ref_state, Checkpoint(out, 20), kDataParallelRelTol, out);
+  }
+}
+
+// The tiny config's global batch is 8 sequences.
+TEST_F(TrainTest, DataParallelMatchesSingleRank) {
+  ExpectLayoutsMatchSingleRank({{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 2}});
+}
+
+// ZeRO-1 and -2 shard the optimizer state (and reduce-scatter gradients): the same numbers as one
+// rank, over shared memory and over TCP.
+TEST_F(TrainTest, ZeroStagesMatchSingleRankOverSharedMemory) {
+  ExpectLayoutsMatchSingleRank({{2, 1, 1}, {2, 1, 2}, {4, 2, 1}, {4, 1, 2}});
+}
+
+TEST_F(TrainTest, ZeroStagesMatchSingleRankOverTcp) {
+  ExpectLayoutsMatchSingleRank(
+      {{2, 2, 1, "tcp"}, {2, 1, 2, "tcp"}, {4, 1, 1, "tcp"}, {4, 2, 2, "tcp"}});
+}
+
+// A checkpoint holds whole tensors whatever layout wrote it: a run stopped after step 6 on 4
+// ranks with ZeRO-2 resumes on 4 ranks with ZeRO-2 bit-identically, and on 2 ranks with ZeRO-1,
+// 2 ranks without ZeRO and 1 rank within 1e-5 of the uninterrupted run.
+TEST_F(TrainTest, ZeroCheckpointsResumeOnAnyLayout) {
+  const std::vector<std::string> args = {"--steps", "12", "--set", "checkpoint_every=3",
+                                         "--set", "zero=2"};
+  ExpectOk(Train(4, "full", args));
+  const std::map<int, std::string> full = Losses("full");
+  std::vector<std::string> first = args;
+  first.insert(first.end(), {"--stop-after", "6"});
+  ExpectOk(Train(4, "cut", first));
+  struct Resume {
+    int ranks;
+    int zero;
+    bool exact;
+  };
+  for (const Resume& resume : {Resume{4, 2, true}, Resume{2, 1, false}, Resume{2, 0, false},
+                               Resume{0, 0, false}}) {
+    const std::string out = absl::StrCat("resume", resume.ranks, "z", resume.zero);
+    fs::copy(dir_ / "cut", dir_ / out, fs::copy_options::recursive);
+    ExpectOk(Train(resume.ranks, out,
+                   {"--steps", "12", "--set", "checkpoint_every=3", "--set",
+                    absl::StrCat("zero=", resume.zero), "--resume", "auto"}));
+    const std::map<int, std::string> got = Losses(out);
+    ASSERT_EQ(got.size(), 12u) << out;
+    for (int step = 7; step <= 12; ++step) {
+      if (resume.exact) {
+        EXPECT_EQ(got.at(step), full.at(step)) << out << " step " << step;
+      } else {
+        const double a = std::stod(full.at(step));
+        EXPECT_LE(std::abs(std::stod(got.at(step)) - a), kDataParallelRelTol * std::abs(a))
+            << out << " step " << step << ": " << got.at(step) << " vs " << full.at(step);
+      }
+    }
   }
 }
 
