@@ -51,6 +51,9 @@ const std::vector<std::pair<const char*, Member>>& Fields() {
       {"bucket_cap_mb", &Config::bucket_cap_mb},
       {"first_bucket_mb", &Config::first_bucket_mb},
       {"zero", &Config::zero},
+      {"shard_group", &Config::shard_group},
+      {"max_gathered_mb", &Config::max_gathered_mb},
+      {"prefetch", &Config::prefetch},
       {"sample_tokens", &Config::sample_tokens},
       {"sample_prompt", &Config::sample_prompt},
   };
@@ -116,9 +119,18 @@ absl::StatusOr<Config> ParseConfig(absl::string_view json, absl::string_view sou
   for (size_t i = 0; i < document->names.size(); ++i) {
     const JsonValue& value = document->values[i];
     const bool quoted = value.type == JsonValue::Type::kString;
+    if (value.type == JsonValue::Type::kBool) {  // for the true/false settings
+      if (absl::Status s =
+              SetField(&config, document->names[i], value.boolean ? "true" : "false", false);
+          !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
+      }
+      continue;
+    }
     if (!quoted && value.type != JsonValue::Type::kNumber) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": config key \"", document->names[i],
-                                                     "\": values are strings or numbers"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": config key \"", document->names[i],
+                       "\": values are strings, numbers or booleans"));
     }
     if (absl::Status s = SetField(&config, document->names[i], value.text, quoted); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
@@ -200,8 +212,18 @@ absl::Status Validate(const Config& c, int world_size) {
           absl::StrCat("threads must be in [1, 256] (got ", c.threads, ")"));
   require(c.bucket_cap_mb > 0 && c.first_bucket_mb > 0, "bucket caps must be > 0");
   require(c.zero >= 0 && c.zero <= 3, absl::StrCat("zero must be 0, 1, 2 or 3 (got ", c.zero, ")"));
-  require(c.zero != 3,
-          "zero=3 (parameters sharded, FSDP full shard) is not available yet: use zero=1 or 2");
+  require(c.shard_group >= 0, absl::StrCat("shard_group must be >= 0 (got ", c.shard_group, ")"));
+  if (c.shard_group > 0) {
+    require(c.zero >= 1, absl::StrCat("shard_group=", c.shard_group,
+                                      " shards optimizer state: it needs zero=1, 2 or 3"));
+    require(world_size % c.shard_group == 0,
+            absl::StrCat("shard_group (", c.shard_group, ") must divide the ranks (", world_size,
+                         "): every group shards the same way"));
+  }
+  require(c.max_gathered_mb > 0,
+          absl::StrCat("max_gathered_mb must be > 0 (got ", c.max_gathered_mb, ")"));
+  require(c.prefetch == "true" || c.prefetch == "false",
+          absl::StrCat("prefetch must be true or false (got \"", c.prefetch, "\")"));
   require(c.sample_tokens >= 0, "sample_tokens must be >= 0");
   require(!c.sample_prompt.empty() && c.sample_prompt.size() < static_cast<size_t>(c.seq_len),
           "sample_prompt must hold 1 to seq_len - 1 bytes");

@@ -51,11 +51,15 @@ struct Config {
   int threads = 1;            // OpenBLAS threads per rank
   double bucket_cap_mb = 25;  // gradient reducer buckets
   double first_bucket_mb = 1;
-  // ZeRO stage: 0 plain data parallel; 1 optimizer state sharded (gradients reduce-scattered
-  // after backward, parameters all-gathered after the update); 2 the reduce-scatter also runs
-  // during backward, unit by unit.
+  // ZeRO stage (data_parallel.h): 0 plain data parallel; 1 optimizer state sharded; 2 also
+  // gradients; 3 also parameters (gathered per unit around its use).
   int zero = 0;
-  int sample_tokens = 200;  // generated at the end (0: none)
+  // Hybrid sharding: shard inside groups of this many consecutive ranks and replicate across the
+  // groups (0: one group of every rank).
+  int shard_group = 0;
+  double max_gathered_mb = 1024;  // zero = 3: gathered parameters alive at once (prefetch cap)
+  std::string prefetch = "true";  // zero = 3: gather the next unit while this one computes
+  int sample_tokens = 200;        // generated at the end (0: none)
   std::string sample_prompt = "The ";
 
   ModelShape shape() const;

@@ -2,16 +2,28 @@
 //
 //   zero = 0  every rank keeps everything; gradients are all-reduced in buckets while backward
 //             runs (shard::GradReducer), and every rank applies AdamW to the whole model.
-//   zero = 1  every rank keeps the AdamW moments of its slices only (shard::ShardLayout over the
-//             model's units); gradients are reduce-scattered into those slices after backward,
-//             the rank updates its slices, and the updated parameters are all-gathered.
-//   zero = 2  as 1, with each unit's reduce-scatter issued as soon as backward finishes the unit.
+//   zero = 1  every rank keeps the AdamW moments (and the parameters it updates) for its slices
+//             only (shard::ShardLayout over the model's units); gradients are reduce-scattered
+//             into those slices after backward, the rank updates its slices, and the updated
+//             parameters are all-gathered.
+//   zero = 2  as 1, with each unit's reduce-scatter issued as soon as backward finishes the unit
+//             and its full gradient released once reduced.
+//   zero = 3  as 2, and the full parameters too are resident only around their use: a unit is
+//             all-gathered before its forward and again before its backward (the next unit
+//             prefetched while the current one computes, within max_gathered_mb) and released
+//             after; the embeddings, which the tied head uses at both ends of a pass, stay
+//             gathered from the first forward to the end of backward.
+//
+// Hybrid sharding (shard_group = k, any stage 1-3): the above inside groups of k consecutive ranks,
+// the groups replicas of each other: a gradient slice is reduce-scattered inside the group, then
+// all-reduced across the groups.
 //
 // The global gradient norm (clipping) is one all-reduce of the shards' sums of squares under ZeRO.
 // A single process (no communicator) is the trivial case of plain data parallelism.
 //
 //   auto dp = DataParallel::Create(config, comm, &model);
-//   dp->BeginBackward(sync); model.Backward(scale, [&](int t) { dp->TensorReady(t); });
+//   dp->ZeroGrads(); dp->BeginBackward(sync);
+//   model.Backward(scale, [&](int t) { dp->TensorReady(t); });
 //   dp->FinishBackward(&wait); ... dp->Update(lr, &grad_norm, &wait);
 #pragma once
 
@@ -32,15 +44,21 @@
 
 namespace weft::trainer {
 
-class DataParallel {
+class DataParallel : public UnitHooks {
  public:
-  // The model's units must be padded for ZeRO (PadQuantum). Collective when `comm` is set: the
-  // ranks check that their plans agree. `comm` and `model` must outlive the result.
+  // The model's units must be padded as PadQuantum says, and its parameters initialised (or
+  // loaded: then call ParamsLoaded). Collective when `comm` is set: the ranks check that their
+  // plans agree. `comm` and `model` must outlive the result.
   static absl::StatusOr<std::unique_ptr<DataParallel>> Create(const Config& config,
                                                               Communicator* comm, Gpt* model);
-  // The unit padding `config` needs on `world` ranks.
+  ~DataParallel() override;
+  // The unit padding `config` needs on `world` ranks: equal slices of 64-byte-aligned elements.
   static size_t PadQuantum(const Config& config, int world);
 
+  // The model's parameters were overwritten (a checkpoint): ZeRO takes its slices again.
+  void ParamsLoaded();
+  // Zeroes the gradients before a step.
+  void ZeroGrads();
   // Starts a backward pass; sync = false (accumulation's non-final micro-steps) communicates
   // nothing.
   void BeginBackward(bool sync);
@@ -51,32 +69,52 @@ class DataParallel {
   // Clips to config.grad_clip and applies AdamW with `lr`; *grad_norm is the norm before
   // clipping.
   absl::Status Update(double lr, double* grad_norm, absl::Duration* comm_wait);
+  // The first error of the unit hooks since the last call (a forward-only pass checks it).
+  absl::Status TakeError();
+  // Collective: the full parameters resident on every rank from now on, for a forward pass on
+  // one rank alone (the closing sample).
+  absl::Status GatherForInference();
 
-  // The moments over the model's whole flat buffer (collective under ZeRO: every rank's slices).
-  absl::Status FullMoments(std::vector<float>* m, std::vector<float>* v);
+  // The full flat parameters and moments (collective under ZeRO: every rank's slices).
+  absl::Status FullState(std::vector<float>* params, std::vector<float>* m, std::vector<float>* v);
   // Restores the optimizer from moments over the whole flat buffer and its step count.
   void LoadMoments(const std::vector<float>& m, const std::vector<float>& v, int64_t step);
   int64_t optimizer_step() const { return adam_->step(); }
+  // Bytes this rank sent for gradients and parameters since the last call, counted as a ring
+  // sends them: 2(N-1)/N of each all-reduce, (N-1)/N of each reduce-scatter and all-gather.
+  uint64_t TakeBytesSent();
 
-  // Bytes this rank keeps between steps (parameters, gradients, the gradient shard, moments) and
-  // the bytes of communication buffers (staging of non-contiguous buckets).
+  // Bytes this rank keeps between steps (parameters, gradients, shards, moments), and the peak of
+  // what it holds only during a step (bucket staging, full gradients under zero >= 2, gathered
+  // parameters under zero = 3) so far.
   size_t state_bytes() const;
   size_t buffer_bytes() const;
-  // One line for the log: those bytes by kind, against the ZeRO paper's model for the stage
-  // (fp32 AdamW: 4Ψ parameters + 4Ψ gradients + 8Ψ moments, the sharded parts divided by N).
+  // One line for the log: the bytes by kind against the ZeRO paper's model for the stage (fp32
+  // AdamW: 4Ψ parameters + 4Ψ gradients + 8Ψ moments, the sharded parts divided by N).
   std::string MemoryReport() const;
+
+  // UnitHooks (zero >= 2).
+  void Before(int unit, Pass pass, bool reads_params) override;
+  void After(int unit, Pass pass) override;
 
  private:
   DataParallel(const Config& config, Communicator* comm, Gpt* model);
+  // The unit the model uses after `unit` in `pass` (UnitHooks' order), or -1.
+  int NextUnit(int unit, Pass pass) const;
 
   const Config& config_;
   Communicator* comm_;
   Gpt* model_;
   std::unique_ptr<AdamW> adam_;
+  std::unique_ptr<Communicator> shard_group_;    // hybrid: this rank's shard group
+  std::unique_ptr<Communicator> replicas_;       // hybrid: its peers in the other groups
+  Communicator* shard_comm_ = nullptr;           // the ranks a ZeRO shard spans
   std::unique_ptr<shard::GradReducer> reducer_;  // zero = 0 on several ranks
   std::unique_ptr<shard::ZeroReducer> zero_;     // zero >= 1 on several ranks
   std::vector<size_t> unit_pending_;             // per unit: tensors not yet ready in this pass
-  absl::Status ready_status_;                    // the first error of this pass's TensorReady
+  absl::Status error_;                           // the first error of the hooks and callbacks
+  uint64_t bytes_sent_ = 0;                      // counted up to the last TakeBytesSent
+  uint64_t pending_bytes_ = 0;                   // the all-reduce reducer's, since then
 };
 
 }  // namespace weft::trainer

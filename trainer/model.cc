@@ -36,8 +36,9 @@ Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum)
   lnf_w_ = layout_.Add("lnf.w", {C}, false);
   lnf_b_ = layout_.Add("lnf.b", {C}, false);
   layout_.EndUnit("lnf");
-  params_.assign(layout_.total(), 0.0f);
-  grads_.assign(layout_.total(), 0.0f);
+  params_ = shard::FlatBuffer(layout_.total());
+  grads_ = shard::FlatBuffer(layout_.total());
+  ResetUnitStorage();
 
   const size_t BT = static_cast<size_t>(max_batch) * shape.seq_len;
   const size_t att = static_cast<size_t>(max_batch) * shape.n_head * shape.seq_len * shape.seq_len;
@@ -85,6 +86,20 @@ void Gpt::InitParams(uint64_t seed) {
       const float std = residual ? residual_std : 0.02f;
       for (size_t i = 0; i < t.size; ++i) p[i] = std * IndexedNormal(seed, t.name, i);
     }
+  }
+}
+
+void Gpt::SetUnitStorage(int unit, float* params, float* grads) {
+  unit_params_[unit] = params;
+  unit_grads_[unit] = grads;
+}
+
+void Gpt::ResetUnitStorage() {
+  unit_params_.clear();
+  unit_grads_.clear();
+  for (const UnitView& u : layout_.units()) {
+    unit_params_.push_back(params_.data() + u.offset);
+    unit_grads_.push_back(grads_.data() + u.offset);
   }
 }
 
@@ -146,16 +161,26 @@ double Gpt::Forward(const uint8_t* tokens, const uint8_t* targets, int B, int T)
   targets_ = targets;
   B_ = B;
   T_ = T;
+  using Pass = UnitHooks::Pass;
+  const int embeddings = 0, final_norm = shape_.n_layer + 1;
+  Before(embeddings, Pass::kForward);
   ops::EncoderForward(encoded_.data(), tokens, param(wte_), param(wpe_), B, T, C);
+  After(embeddings, Pass::kForward);
   const float* x = encoded_.data();
   for (int l = 0; l < shape_.n_layer; ++l) {
+    Before(l + 1, Pass::kForward);
     BlockForward(l, x, B, T);
+    After(l + 1, Pass::kForward);
     x = acts_[l].out.data();
   }
+  Before(final_norm, Pass::kForward);
   ops::LayerNormForward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x, param(lnf_w_),
                         param(lnf_b_), N, C);
+  After(final_norm, Pass::kForward);
+  Before(embeddings, Pass::kForward);  // the tied head
   ops::MatmulForward(logits_.data(), lnf_.data(), param(wte_), nullptr, nullptr, N, C,
                      shape_.vocab);
+  After(embeddings, Pass::kForward);
   if (targets == nullptr) return 0.0;
   return ops::SoftmaxCrossEntropyForward(probs_.data(), logits_.data(), targets, N, shape_.vocab);
 }
@@ -167,22 +192,32 @@ void Gpt::Backward(float loss_scale, const std::function<void(int tensor)>& on_r
   const int N = B * T;
   const float* last = shape_.n_layer > 0 ? acts_.back().out.data() : encoded_.data();
   // The loss and the tied head; probs_ becomes dlogits in place.
+  using Pass = UnitHooks::Pass;
+  const int embeddings = 0, final_norm = shape_.n_layer + 1;
   ops::SoftmaxCrossEntropyBackward(probs_.data(), probs_.data(), targets_, loss_scale, N,
                                    shape_.vocab);
+  Before(embeddings, Pass::kBackward);  // the tied head
   ops::MatmulBackward(dC_.data(), grad(wte_), nullptr, probs_.data(), lnf_.data(), param(wte_), N,
                       C, shape_.vocab);
+  After(embeddings, Pass::kBackward);
   std::fill(dres_.begin(), dres_.begin() + static_cast<size_t>(N) * C, 0.0f);
+  Before(final_norm, Pass::kBackward);
   ops::LayerNormBackward(dres_.data(), grad(lnf_w_), grad(lnf_b_), dC_.data(), last, param(lnf_w_),
                          lnf_mean_.data(), lnf_rstd_.data(), N, C);
   on_ready(lnf_b_);
   on_ready(lnf_w_);
+  After(final_norm, Pass::kBackward);
   for (int l = shape_.n_layer - 1; l >= 0; --l) {
     const float* x = l > 0 ? acts_[l - 1].out.data() : encoded_.data();
+    Before(l + 1, Pass::kBackward);
     BlockBackward(l, x, dres_.data(), B, T, on_ready);
+    After(l + 1, Pass::kBackward);
   }
+  Before(embeddings, Pass::kBackward, /*reads_params=*/false);
   ops::EncoderBackward(grad(wte_), grad(wpe_), dres_.data(), tokens_, B, T, C);
   on_ready(wpe_);
   on_ready(wte_);
+  After(embeddings, Pass::kBackward);
 }
 
 }  // namespace weft::trainer

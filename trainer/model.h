@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "param_layout.h"
+#include "weft/shard/flat_buffer.h"
 
 namespace weft::trainer {
 
@@ -26,6 +27,19 @@ struct ModelShape {
   int n_embd = 128;
   int seq_len = 64;
   int vocab = 256;  // bytes
+};
+
+// What a sharding driver needs to know of the passes: the model reads unit u's parameters (when
+// `reads_params`) and writes its gradients only between Before(u) and After(u), so Before may
+// point the unit at other storage (Gpt::SetUnitStorage). Units are the layout's: 0 the
+// embeddings (also the tied head, used at both ends of each pass), 1..n_layer the blocks,
+// n_layer + 1 the final norm.
+class UnitHooks {
+ public:
+  enum class Pass { kForward, kBackward };
+  virtual ~UnitHooks() = default;
+  virtual void Before(int unit, Pass pass, bool reads_params) = 0;
+  virtual void After(int unit, Pass pass) = 0;
 };
 
 class Gpt {
@@ -42,8 +56,19 @@ class Gpt {
   float* params() { return params_.data(); }
   const float* params() const { return params_.data(); }
   float* grads() { return grads_.data(); }
-  float* param(int tensor) { return params_.data() + layout_.tensor(tensor).offset; }
-  float* grad(int tensor) { return grads_.data() + layout_.tensor(tensor).offset; }
+  // Tensor `tensor`'s parameters and gradient where its unit's storage is now.
+  float* param(int tensor) { return unit_params_[layout_.tensor(tensor).unit] + within(tensor); }
+  float* grad(int tensor) { return unit_grads_[layout_.tensor(tensor).unit] + within(tensor); }
+  // The flat buffers themselves, for a driver that manages what of them is resident.
+  shard::FlatBuffer& param_buffer() { return params_; }
+  shard::FlatBuffer& grad_buffer() { return grads_; }
+  // Called around every unit's use from now on (nullptr: none). Must outlive the model's passes.
+  void set_hooks(UnitHooks* hooks) { hooks_ = hooks; }
+  // Where unit `unit`'s parameters and gradients are read and written (each the unit's length):
+  // a sharding driver's buffers instead of the flat ones, until ResetUnitStorage.
+  void SetUnitStorage(int unit, float* params, float* grads);
+  // Back to the flat buffers for every unit.
+  void ResetUnitStorage();
 
   // GPT-2's initialization: N(0, 0.02) matrices, residual projections scaled by 1/sqrt(2L),
   // zero biases, unit norms. Each element is a pure function of (seed, tensor name, element
@@ -82,7 +107,22 @@ class Gpt {
   int wte_, wpe_, lnf_w_, lnf_b_;
   std::vector<BlockTensors> blocks_;
 
-  std::vector<float> params_, grads_;
+  // Brackets a unit's use with the hooks, if any.
+  void Before(int unit, UnitHooks::Pass pass, bool reads_params = true) {
+    if (hooks_ != nullptr) hooks_->Before(unit, pass, reads_params);
+  }
+  void After(int unit, UnitHooks::Pass pass) {
+    if (hooks_ != nullptr) hooks_->After(unit, pass);
+  }
+
+  size_t within(int tensor) const {
+    const TensorView& t = layout_.tensor(tensor);
+    return t.offset - layout_.units()[t.unit].offset;
+  }
+
+  shard::FlatBuffer params_, grads_;
+  std::vector<float*> unit_params_, unit_grads_;  // per unit: where its storage is now
+  UnitHooks* hooks_ = nullptr;
   // Activations of the last Forward.
   const uint8_t* tokens_ = nullptr;
   const uint8_t* targets_ = nullptr;

@@ -18,7 +18,7 @@ AdamW::AdamW(const ParamLayout& layout, const AdamWSettings& settings,
       const size_t first = std::max(range.begin, t.offset);
       const size_t last = std::min(end, t.offset + t.size);
       if (first >= last) continue;
-      segments_.push_back({first, compact + (first - range.begin), last - first, t.weight_decay});
+      segments_.push_back({compact + (first - range.begin), last - first, t.weight_decay});
     }
     compact += range.length;
   }
@@ -39,7 +39,7 @@ WEFT_VECTOR_CLONES void AdamW::Step(float* params, const float* grads, double lr
   float* v = v_.data();
   for (const Segment& s : segments_) {
     const float decay = s.decay ? static_cast<float>(lr * settings_.weight_decay) : 0.0f;
-    float* p = params + s.flat;
+    float* p = params + s.compact;
     const float* g = grads + s.compact;
     float* ms = m + s.compact;
     float* vs = v + s.compact;

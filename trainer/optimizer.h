@@ -27,11 +27,10 @@ class AdamW {
   AdamW(const ParamLayout& layout, const AdamWSettings& settings,
         std::vector<shard::Range> owned = {});
 
-  // One update with learning rate `lr` (the step count advances by one). `params` is the flat
-  // buffer; `grads` holds the owned ranges' gradients back to back (for the whole layout: the
-  // flat gradient buffer).
+  // One update with learning rate `lr` (the step count advances by one). `params` and `grads`
+  // hold the owned ranges back to back (for the whole layout: the flat buffers).
   void Step(float* params, const float* grads, double lr);
-  // Elements of the owned ranges: the size of grads, m() and v().
+  // Elements of the owned ranges: the size of params, grads, m() and v().
   size_t owned_size() const { return m_.size(); }
 
   int64_t step() const { return step_; }
@@ -43,8 +42,7 @@ class AdamW {
  private:
   // A run of one tensor's elements inside the owned ranges.
   struct Segment {
-    size_t flat = 0;     // first element in the flat buffer
-    size_t compact = 0;  // the same element in grads and the moments
+    size_t compact = 0;  // first element in params, grads and the moments
     size_t count = 0;
     bool decay = false;
   };

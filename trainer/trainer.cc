@@ -119,6 +119,8 @@ class Run {
   absl::Status Resume();
   absl::Status Step(int step, double* loss, double* grad_norm, double* lr,
                     absl::Duration* comm_wait);
+  // state_bytes_ and buffer_bytes_: the most of any rank (collective).
+  absl::Status UpdateMemoryFigures();
   absl::StatusOr<double> Evaluate(absl::Duration* comm_wait);
   absl::Status SaveCheckpoint(int step);
 
@@ -129,7 +131,7 @@ class Run {
   Gpt model_;
   std::unique_ptr<DataParallel> dp_;
   int64_t state_bytes_ = 0;   // the most any rank keeps between steps
-  int64_t buffer_bytes_ = 0;  // the most any rank holds in communication buffers
+  int64_t buffer_bytes_ = 0;  // the most any rank holds during a step (DataParallel)
   Rng sample_rng_;
   Corpus corpus_;
   std::vector<uint8_t> tokens_, targets_;
@@ -151,19 +153,6 @@ absl::Status Run::Setup() {
       DataParallel::Create(config_, group_.comm(), &model_);
   if (!dp.ok()) return dp.status();
   dp_ = std::move(*dp);
-  // The metrics carry the largest figures of any rank.
-  int64_t bytes[2] = {static_cast<int64_t>(dp_->state_bytes()),
-                      static_cast<int64_t>(dp_->buffer_bytes())};
-  if (group_.comm() != nullptr) {
-    if (absl::Status s = group_.comm()
-                             ->AllReduce(bytes, bytes, 2, DataType::kInt64, ReduceOp::kMax)
-                             .Wait(kCommTimeout);
-        !s.ok()) {
-      return s;
-    }
-  }
-  state_bytes_ = bytes[0];
-  buffer_bytes_ = bytes[1];
   std::error_code ec;
   std::filesystem::create_directories(options_.out_dir, ec);
   if (ec) {
@@ -183,6 +172,23 @@ absl::Status Run::Setup() {
     if (!metrics_) return absl::InternalError(absl::StrCat("cannot write ", path));
     std::ofstream(options_.out_dir + "/config.json") << ToJson(config_);
   }
+  return absl::OkStatus();
+}
+
+absl::Status Run::UpdateMemoryFigures() {
+  // The metrics carry the largest figures of any rank.
+  int64_t bytes[2] = {static_cast<int64_t>(dp_->state_bytes()),
+                      static_cast<int64_t>(dp_->buffer_bytes())};
+  if (group_.comm() != nullptr) {
+    if (absl::Status s = group_.comm()
+                             ->AllReduce(bytes, bytes, 2, DataType::kInt64, ReduceOp::kMax)
+                             .Wait(kCommTimeout);
+        !s.ok()) {
+      return s;
+    }
+  }
+  state_bytes_ = bytes[0];
+  buffer_bytes_ = bytes[1];
   return absl::OkStatus();
 }
 
@@ -272,6 +278,7 @@ absl::Status Run::Resume() {
   }
   const ParamLayout& layout = model_.layout();
   layout.Unpack(state->params.data(), model_.params());
+  dp_->ParamsLoaded();
   std::vector<float> m(layout.total(), 0.0f), v(layout.total(), 0.0f);
   layout.Unpack(state->adam_m.data(), m.data());
   layout.Unpack(state->adam_v.data(), v.data());
@@ -293,7 +300,7 @@ absl::Status Run::Step(int step, double* loss, double* grad_norm, double* lr,
   const int world = group_.size();
   const int accum = config_.grad_accum;
   const float loss_scale = 1.0f / (static_cast<float>(micro_) * T * accum);
-  model_.ZeroGrads();
+  dp_->ZeroGrads();
   double local_loss = 0;
   const auto on_ready = [&](int tensor) { dp_->TensorReady(tensor); };
   for (int m = 0; m < accum; ++m) {
@@ -332,13 +339,14 @@ absl::StatusOr<double> Run::Evaluate(absl::Duration* comm_wait) {
     if (++filled == micro_) flush();
   }
   flush();
+  if (absl::Status s = dp_->TakeError(); !s.ok()) return s;
   if (absl::Status s = group_.SumDoubles(totals, 2, comm_wait); !s.ok()) return s;
   return totals[0] / totals[1];
 }
 
 absl::Status Run::SaveCheckpoint(int step) {
-  std::vector<float> m, v;
-  if (absl::Status s = dp_->FullMoments(&m, &v); !s.ok()) return s;
+  std::vector<float> params, m, v;
+  if (absl::Status s = dp_->FullState(&params, &m, &v); !s.ok()) return s;
   if (!leader()) return absl::OkStatus();
   const ParamLayout& layout = model_.layout();
   CheckpointState state;
@@ -348,7 +356,7 @@ absl::Status Run::SaveCheckpoint(int step) {
   state.optimizer_step = dp_->optimizer_step();
   state.config_json = ToJson(config_);
   state.tensors = TensorTable(model_.layout());
-  state.params = layout.Pack(model_.params());
+  state.params = layout.Pack(params.data());
   state.adam_m = layout.Pack(m.data());
   state.adam_v = layout.Pack(v.data());
   return WriteCheckpoint(run_dir_, state, config_.keep_checkpoints);
@@ -400,6 +408,8 @@ absl::StatusOr<TrainSummary> Run::Execute() {
       ++timed_steps;
     }
     const int done = step + 1;
+    const uint64_t comm_bytes = dp_->TakeBytesSent();
+    if (absl::Status s = UpdateMemoryFigures(); !s.ok()) return s;
     std::optional<double> val;
     if ((config_.eval_every > 0 && done % config_.eval_every == 0) || done == total) {
       absl::Duration eval_wait;
@@ -413,9 +423,9 @@ absl::StatusOr<TrainSummary> Run::Execute() {
           "{\"step\": %d, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, "
           "\"tokens_per_s\": "
           "%.1f, \"step_ms\": %.3f, \"cpu_ms\": %.3f, \"comm_wait_ms\": %.3f, "
-          "\"state_bytes\": %d, \"buffer_bytes\": %d",
+          "\"state_bytes\": %d, \"buffer_bytes\": %d, \"comm_bytes\": %d",
           done, loss, lr, norm, tokens_per_s, seconds * 1e3, cpu_seconds * 1e3,
-          absl::ToDoubleMilliseconds(comm_wait), state_bytes_, buffer_bytes_);
+          absl::ToDoubleMilliseconds(comm_wait), state_bytes_, buffer_bytes_, comm_bytes);
       if (val) absl::StrAppendFormat(&line, ", \"val_loss\": %.17g", *val);
       metrics_ << line << "}\n";
       metrics_.flush();
@@ -443,7 +453,12 @@ absl::StatusOr<TrainSummary> Run::Execute() {
   summary.mean_tokens_per_s = timed_steps > 0 ? tokens_per_step * timed_steps / timed_seconds : 0;
   summary.comm_wait_share = timed_seconds > 0 ? timed_wait / timed_seconds : 0;
   summary.mean_cpu_ms = timed_steps > 0 ? 1e3 * timed_cpu / timed_steps : 0;
+  // The closing sample runs on rank 0 alone: every rank first gathers what it needs.
+  if (summary.steps_done == total && config_.sample_tokens > 0) {
+    if (absl::Status s = dp_->GatherForInference(); !s.ok()) return s;
+  }
   if (leader() && summary.steps_done == total) {
+    std::printf("weft-train: %s\n", dp_->MemoryReport().c_str());
     std::printf(
         "done: %d steps, final train loss %.4f, final val loss %.4f, mean %.0f tok/s, "
         "comm wait %.1f%% of step time, rank 0 used %.1f CPU ms per step\n",

@@ -11,18 +11,24 @@
 namespace weft::shard {
 
 absl::StatusOr<std::unique_ptr<ZeroReducer>> ZeroReducer::Create(Communicator* comm,
-                                                                 ShardLayout layout, float* grads,
-                                                                 float* params,
+                                                                 ShardLayout layout,
+                                                                 FlatBuffer* grads,
+                                                                 FlatBuffer* params,
                                                                  const ZeroOptions& options) {
   if (comm == nullptr) return absl::InvalidArgumentError("ZeroReducer: null communicator");
   const std::string who = absl::StrCat("rank ", comm->rank(), ": ZeroReducer");
-  if (options.stage != 1 && options.stage != 2) {
+  if (options.stage < 1 || options.stage > 3) {
     return absl::InvalidArgumentError(
-        absl::StrCat(who, ": stage ", options.stage, " is not 1 or 2"));
+        absl::StrCat(who, ": stage ", options.stage, " is not 1, 2 or 3"));
   }
   if (layout.ranks() != comm->size()) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": the layout is for ", layout.ranks(),
                                                    " ranks, the communicator has ", comm->size()));
+  }
+  if (grads->size() < layout.total() || params->size() < layout.total()) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": buffers of ", grads->size(), " and ",
+                                                   params->size(), " elements for a layout of ",
+                                                   layout.total()));
   }
   std::unique_ptr<ZeroReducer> reducer(
       new ZeroReducer(comm, std::move(layout), grads, params, options));
@@ -30,21 +36,28 @@ absl::StatusOr<std::unique_ptr<ZeroReducer>> ZeroReducer::Create(Communicator* c
   return reducer;
 }
 
-ZeroReducer::ZeroReducer(Communicator* comm, ShardLayout layout, float* grads, float* params,
-                         const ZeroOptions& options)
+ZeroReducer::ZeroReducer(Communicator* comm, ShardLayout layout, FlatBuffer* grads,
+                         FlatBuffer* params, const ZeroOptions& options)
     : comm_(comm),
       layout_(std::move(layout)),
       grads_(grads),
       params_(params),
       options_(options),
+      shard_params_(layout_.shard_size(), 0.0f),
       shard_grads_(layout_.shard_size(), 0.0f),
       ready_(layout_.num_units(), 0),
-      works_(layout_.num_units()) {}
+      reductions_(layout_.num_units()),
+      replica_sums_(layout_.num_units()),
+      unit_grads_(layout_.num_units(), nullptr),
+      gathered_(layout_.num_units(), nullptr),
+      gathers_(layout_.num_units()) {}
 
 ZeroReducer::~ZeroReducer() {
-  // Buffers handed to a collective must outlive it: wait for any unit still in flight.
-  for (Work& work : works_) {
-    if (!work.Test()) work.Wait(options_.timeout).IgnoreError();
+  // Buffers handed to a collective must outlive it: wait for any still in flight.
+  for (std::vector<Work>* works : {&reductions_, &replica_sums_, &gathers_}) {
+    for (Work& work : *works) {
+      if (!work.Test()) work.Wait(options_.timeout).IgnoreError();
+    }
   }
 }
 
@@ -68,11 +81,33 @@ absl::Status ZeroReducer::CheckLayoutAcrossRanks() {
   return absl::OkStatus();
 }
 
+void ZeroReducer::LoadShard() {
+  for (int u = 0; u < layout_.num_units(); ++u) {
+    const Range owned = layout_.owned(comm_->rank(), u);
+    std::copy_n(params_->data() + owned.begin, owned.length,
+                shard_params_.data() + layout_.shard_offset(u));
+  }
+  // Stage 3 keeps only the slices: the full parameters' pages go back to the kernel.
+  if (options_.stage == 3) params_->Release(0, layout_.total());
+}
+
 void ZeroReducer::BeginBackward(bool sync) {
   std::fill(ready_.begin(), ready_.end(), 0);
   next_to_issue_ = 0;
+  next_replica_to_issue_ = 0;
   in_pass_ = true;
   sync_ = sync;
+}
+
+float* ZeroReducer::GradientsFor(int u) {
+  if (options_.stage < 2) return grads_->data() + layout_.unit(u).begin;
+  if (unit_grads_[u] == nullptr) unit_grads_[u] = grad_pool_.Take(layout_.unit(u).length, true);
+  return unit_grads_[u];
+}
+
+float* ZeroReducer::ParamsOf(int u) {
+  if (options_.stage == 3 && gathered_[u] != nullptr) return gathered_[u];
+  return params_->data() + layout_.unit(u).begin;
 }
 
 absl::Status ZeroReducer::MarkUnitReady(int u) {
@@ -87,7 +122,31 @@ absl::Status ZeroReducer::MarkUnitReady(int u) {
         absl::StrCat("ZeroReducer: unit ", layout_.unit(u).name, " marked ready twice"));
   }
   ready_[u] = 1;
-  if (sync_ && options_.stage == 2) IssueReadyUnits();
+  if (sync_ && options_.stage >= 2) {
+    IssueReadyUnits();
+    ReleaseReducedGradients();
+    if (absl::Status s = IssueReplicaReductions(false); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ZeroReducer::IssueReplicaReductions(bool wait) {
+  if (options_.replicas == nullptr) return absl::OkStatus();
+  const int units = layout_.num_units();
+  while (next_replica_to_issue_ < next_to_issue_) {
+    const int u = units - 1 - next_replica_to_issue_;
+    if (wait) {
+      if (absl::Status s = Wait(reductions_[u], "reduce-scatter", u); !s.ok()) return s;
+    } else if (!reductions_[u].Test()) {
+      return absl::OkStatus();
+    }
+    float* slice = shard_grads_.data() + layout_.shard_offset(u);
+    const int replicas = options_.replicas->size();
+    bytes_sent_ += 2 * layout_.slice(u) * (replicas - 1) / replicas * sizeof(float);
+    replica_sums_[u] = options_.replicas->AllReduce(slice, slice, layout_.slice(u),
+                                                    DataType::kFloat32, ReduceOp::kAvg);
+    ++next_replica_to_issue_;
+  }
   return absl::OkStatus();
 }
 
@@ -96,35 +155,36 @@ void ZeroReducer::IssueReadyUnits() {
   while (next_to_issue_ < units) {
     const int u = units - 1 - next_to_issue_;
     if (!ready_[u]) return;
-    works_[u] = comm_->ReduceScatter(grads_ + layout_.unit(u).begin,
-                                     shard_grads_.data() + layout_.shard_offset(u),
-                                     layout_.slice(u), DataType::kFloat32, ReduceOp::kAvg);
+    bytes_sent_ += layout_.slice(u) * (layout_.ranks() - 1) * sizeof(float);
+    reductions_[u] =
+        comm_->ReduceScatter(GradientsFor(u), shard_grads_.data() + layout_.shard_offset(u),
+                             layout_.slice(u), DataType::kFloat32, ReduceOp::kAvg);
     ++next_to_issue_;
   }
 }
 
-absl::Status ZeroReducer::WaitAll(std::vector<Work>& works, const char* what,
-                                  absl::Duration timeout) {
-  const absl::Time start = absl::Now();
-  const absl::Time give_up = start + timeout;
-  absl::Status first;
-  // Every one is waited for, even after a failure: their buffers must outlive them.
-  for (int u = layout_.num_units() - 1; u >= 0; --u) {
-    absl::Status s = works[u].Wait(std::max(absl::ZeroDuration(), give_up - absl::Now()));
-    if (!s.ok() && first.ok()) {
-      first = absl::Status(
-          s.code(), absl::StrCat("rank ", comm_->rank(), ": ZeroReducer: ", what, " of unit ",
-                                 layout_.unit(u).name, ": ", s.message()));
-    }
+void ZeroReducer::ReleaseReducedGradients() {
+  for (int u = 0; u < layout_.num_units(); ++u) {
+    if (unit_grads_[u] == nullptr || !ready_[u] || !reductions_[u].Test()) continue;
+    // A unit not yet issued has an empty Work, which tests done: only release issued ones.
+    if (layout_.num_units() - 1 - u >= next_to_issue_) continue;
+    grad_pool_.Give(unit_grads_[u], layout_.unit(u).length);
+    unit_grads_[u] = nullptr;
   }
-  last_wait_ = absl::Now() - start;
-  return first;
 }
 
-absl::Status ZeroReducer::Finish(absl::Duration timeout) {
+absl::Status ZeroReducer::Wait(Work& work, const char* what, int u) {
+  const absl::Time start = absl::Now();
+  absl::Status s = work.Wait(options_.timeout);
+  waited_ += absl::Now() - start;
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("rank ", comm_->rank(), ": ZeroReducer: ", what,
+                                             " of unit ", layout_.unit(u).name, ": ", s.message()));
+}
+
+absl::Status ZeroReducer::Finish() {
   if (!in_pass_) return absl::FailedPreconditionError("ZeroReducer::Finish without BeginBackward");
   in_pass_ = false;
-  last_wait_ = absl::ZeroDuration();
   for (int u = 0; u < layout_.num_units(); ++u) {
     if (!ready_[u]) {
       return absl::FailedPreconditionError(
@@ -134,32 +194,89 @@ absl::Status ZeroReducer::Finish(absl::Duration timeout) {
   }
   if (!sync_) return absl::OkStatus();
   IssueReadyUnits();
-  std::vector<Work> works = std::move(works_);
-  works_.assign(layout_.num_units(), Work());
-  return WaitAll(works, "reduce-scatter", timeout);
-}
-
-absl::Status ZeroReducer::GatherParams(absl::Duration timeout) {
-  std::vector<Work> works(layout_.num_units());
-  const int rank = comm_->rank();
+  absl::Status first = IssueReplicaReductions(true);
+  // Every one is waited for, even after a failure: their buffers must outlive them.
   for (int u = layout_.num_units() - 1; u >= 0; --u) {
-    float* unit = params_ + layout_.unit(u).begin;
-    works[u] = comm_->AllGather(unit + static_cast<size_t>(rank) * layout_.slice(u), unit,
-                                layout_.slice(u), DataType::kFloat32);
+    absl::Status s = Wait(reductions_[u], "reduce-scatter", u);
+    if (first.ok()) first = s;
+    if (options_.replicas == nullptr) continue;
+    s = Wait(replica_sums_[u], "all-reduce across replicas", u);
+    if (first.ok()) first = s;
   }
-  return WaitAll(works, "all-gather of the parameters", timeout);
+  if (options_.stage >= 2) ReleaseReducedGradients();
+  return first;
 }
 
-absl::Status ZeroReducer::GatherShards(const float* shard, float* full, absl::Duration timeout) {
+Work ZeroReducer::GatherUnit(int u, float* into) {
+  bytes_sent_ += layout_.slice(u) * (layout_.ranks() - 1) * sizeof(float);
+  return comm_->AllGather(shard_params_.data() + layout_.shard_offset(u), into, layout_.slice(u),
+                          DataType::kFloat32);
+}
+
+absl::Status ZeroReducer::GatherParams() {
+  if (options_.stage == 3) {
+    ReleaseAllParams();
+    return absl::OkStatus();
+  }
+  return GatherAllParams();
+}
+
+absl::Status ZeroReducer::GatherAllParams() {
+  std::vector<Work> works(layout_.num_units());
+  for (int u = layout_.num_units() - 1; u >= 0; --u) {
+    works[u] = GatherUnit(u, params_->data() + layout_.unit(u).begin);
+  }
+  absl::Status first;
+  for (int u = layout_.num_units() - 1; u >= 0; --u) {
+    absl::Status s = Wait(works[u], "all-gather of the parameters", u);
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
+void ZeroReducer::ReleaseAllParams() {
+  for (int u = 0; u < layout_.num_units(); ++u) ReleaseParams(u);
+}
+
+absl::Status ZeroReducer::Acquire(int u) {
+  if (options_.stage < 3) return absl::OkStatus();
+  if (gathered_[u] == nullptr) {
+    gathered_[u] = param_pool_.Take(layout_.unit(u).length, false);
+    gathers_[u] = GatherUnit(u, gathered_[u]);
+  }
+  return Wait(gathers_[u], "all-gather of the parameters", u);
+}
+
+void ZeroReducer::Prefetch(int u) {
+  if (options_.stage < 3 || u < 0 || u >= layout_.num_units() || gathered_[u] != nullptr) return;
+  const size_t bytes = layout_.unit(u).length * sizeof(float);
+  if (param_pool_.live_bytes() + bytes > options_.max_gathered_bytes) return;
+  gathered_[u] = param_pool_.Take(layout_.unit(u).length, false);
+  gathers_[u] = GatherUnit(u, gathered_[u]);
+}
+
+void ZeroReducer::ReleaseParams(int u) {
+  if (options_.stage < 3 || gathered_[u] == nullptr) return;
+  // The buffer may only go back once the gather into it is over.
+  Wait(gathers_[u], "all-gather of the parameters", u).IgnoreError();
+  param_pool_.Give(gathered_[u], layout_.unit(u).length);
+  gathered_[u] = nullptr;
+}
+
+absl::Status ZeroReducer::GatherShards(const float* shard, float* full) {
   std::vector<Work> works(layout_.num_units());
   for (int u = layout_.num_units() - 1; u >= 0; --u) {
     works[u] = comm_->AllGather(shard + layout_.shard_offset(u), full + layout_.unit(u).begin,
                                 layout_.slice(u), DataType::kFloat32);
   }
-  const absl::Duration before = last_wait_;
-  absl::Status s = WaitAll(works, "all-gather of a shard", timeout);
-  last_wait_ = before;
-  return s;
+  absl::Status first;
+  for (int u = layout_.num_units() - 1; u >= 0; --u) {
+    absl::Status s = Wait(works[u], "all-gather of a shard", u);
+    if (first.ok()) first = s;
+  }
+  return first;
 }
+
+absl::Duration ZeroReducer::TakeWait() { return std::exchange(waited_, absl::ZeroDuration()); }
 
 }  // namespace weft::shard

@@ -50,9 +50,9 @@ TEST(ShardLayout, LocateAndGlobalAreInverse) {
 
 TEST(ShardLayout, HashesDifferWithTheUnitsAndTheRanks) {
   EXPECT_EQ(ThreeUnits()->hash(), ThreeUnits()->hash());
-  EXPECT_NE(ThreeUnits(2)->hash(),
-            ShardLayout::Create({{"embeddings", 0, 64}, {"h.1", 64, 32}, {"lnf", 96, 96}}, 2)
-                ->hash());
+  EXPECT_NE(
+      ThreeUnits(2)->hash(),
+      ShardLayout::Create({{"embeddings", 0, 64}, {"h.1", 64, 32}, {"lnf", 96, 96}}, 2)->hash());
   EXPECT_NE(ShardLayout::Create({{"a", 0, 64}}, 2)->hash(),
             ShardLayout::Create({{"a", 0, 64}}, 4)->hash());
 }

@@ -33,7 +33,7 @@ TEST(ConfigTest, ErrorsNameTheSourceAndWhere) {
       {R"({"n_layer": 3.5})", "cfg.json: config key \"n_layer\": \"3.5\" is not an integer"},
       {R"({"n_layer": "3"})", "is not an integer"},
       {R"({"layers": 3})", "unknown config key \"layers\""},
-      {R"({"n_layer": [3]})", "values are strings or numbers"},
+      {R"({"n_layer": [3]})", "values are strings, numbers or booleans"},
       {R"([1, 2])", "a config is one JSON object"},
       {R"({"n_layer": 3} extra)", "text after the document"},
   };

@@ -1,5 +1,5 @@
 // weft-train end to end, with the tiny config on a corpus the test writes:
-//  - data parallelism: 1, 2 and 4 ranks, with and without accumulation, and ZeRO-1 and -2 over
+//  - data parallelism: 1, 2 and 4 ranks, with and without accumulation, and ZeRO-1, -2, -3 over
 //    shared memory and TCP, give the single-rank losses and gradient norms (before clipping) for
 //    the same global batch within 1e-5 relative at every one of 20 steps, and the same parameters
 //    after them (each tensor within 1e-5 in relative norm). They differ only in fp32 summation
@@ -38,12 +38,14 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 
 constexpr double kDataParallelRelTol = 1e-5;
 
-// One parallel layout of the same job: ranks, gradient accumulation, ZeRO stage, transport.
+// One parallel layout of the same job: ranks, gradient accumulation, ZeRO stage, transport, and
+// one more setting.
 struct Layout {
   int ranks = 1;
   int accum = 1;
   int zero = 0;
   const char* transport = "auto";
+  const char* set = "prefetch=true";
 };
 
 class TrainTest : public ::testing::Test {
@@ -170,11 +172,11 @@ void TrainTest::ExpectLayoutsMatchSingleRank(const std::vector<Layout>& layouts)
   ASSERT_EQ(ref_norm.size(), 20u);
   const trainer::CheckpointState ref_state = Checkpoint("ref", 20);
   for (const Layout& layout : layouts) {
-    const std::string out =
-        absl::StrCat("r", layout.ranks, "a", layout.accum, "z", layout.zero, layout.transport);
+    const std::string out = absl::StrCat("r", layout.ranks, "a", layout.accum, "z", layout.zero,
+                                         layout.transport, layout.set);
     ExpectOk(Train(layout.ranks, out,
                    {"--set", absl::StrCat("grad_accum=", layout.accum), "--set",
-                    absl::StrCat("zero=", layout.zero)},
+                    absl::StrCat("zero=", layout.zero), "--set", layout.set},
                    {{"WEFT_TRANSPORT", layout.transport}}));
     for (const auto& [key, ref] : {std::pair{"loss", ref_loss}, std::pair{"grad_norm", ref_norm}}) {
       const std::map<int, std::string> got = Metric(out, key);
@@ -195,26 +197,45 @@ TEST_F(TrainTest, DataParallelMatchesSingleRank) {
   ExpectLayoutsMatchSingleRank({{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 2}});
 }
 
-// ZeRO-1 and -2 shard the optimizer state (and reduce-scatter gradients): the same numbers as one
-// rank, over shared memory and over TCP.
+// ZeRO-1, -2 and -3 shard the optimizer state, then the gradients, then the parameters: the same
+// numbers as one rank, over shared memory and over TCP; hybrid (4 ranks as 2 groups of 2) at every
+// stage; ZeRO-3 also without prefetch and with a gathered-bytes cap smaller than one unit.
 TEST_F(TrainTest, ZeroStagesMatchSingleRankOverSharedMemory) {
-  ExpectLayoutsMatchSingleRank({{2, 1, 1}, {2, 1, 2}, {4, 2, 1}, {4, 1, 2}});
+  ExpectLayoutsMatchSingleRank({{2, 1, 1},
+                                {2, 1, 2},
+                                {2, 1, 3},
+                                {4, 2, 1},
+                                {4, 1, 2},
+                                {4, 2, 3},
+                                {4, 1, 3, "shm", "prefetch=false"},
+                                {2, 2, 3, "shm", "max_gathered_mb=0.01"},
+                                {4, 1, 1, "shm", "shard_group=2"},
+                                {4, 1, 2, "shm", "shard_group=2"},
+                                {4, 2, 3, "shm", "shard_group=2"}});
 }
 
 TEST_F(TrainTest, ZeroStagesMatchSingleRankOverTcp) {
-  ExpectLayoutsMatchSingleRank(
-      {{2, 2, 1, "tcp"}, {2, 1, 2, "tcp"}, {4, 1, 1, "tcp"}, {4, 2, 2, "tcp"}});
+  ExpectLayoutsMatchSingleRank({{2, 2, 1, "tcp"},
+                                {2, 1, 2, "tcp"},
+                                {2, 1, 3, "tcp"},
+                                {4, 1, 1, "tcp"},
+                                {4, 2, 2, "tcp"},
+                                {4, 1, 3, "tcp"},
+                                {4, 1, 2, "tcp", "shard_group=2"}});
 }
 
 // A checkpoint holds whole tensors whatever layout wrote it: a run stopped after step 6 on 4
-// ranks with ZeRO-2 resumes on 4 ranks with ZeRO-2 bit-identically, and on 2 ranks with ZeRO-1,
-// 2 ranks without ZeRO and 1 rank within 1e-5 of the uninterrupted run.
+// ranks with ZeRO-3 resumes on 4 ranks with ZeRO-3 bit-identically, and on 3 ranks with ZeRO-2,
+// 2 ranks with ZeRO-1, 2 ranks without ZeRO and 1 rank within 1e-5 of the uninterrupted run (a
+// global batch of 12 divides among them all).
 TEST_F(TrainTest, ZeroCheckpointsResumeOnAnyLayout) {
-  const std::vector<std::string> args = {"--steps", "12", "--set", "checkpoint_every=3",
-                                         "--set", "zero=2"};
-  ExpectOk(Train(4, "full", args));
+  const std::vector<std::string> args = {"--steps", "12",           "--set", "checkpoint_every=3",
+                                         "--set",   "batch_size=12"};
+  std::vector<std::string> zero3 = args;
+  zero3.insert(zero3.end(), {"--set", "zero=3"});
+  ExpectOk(Train(4, "full", zero3));
   const std::map<int, std::string> full = Losses("full");
-  std::vector<std::string> first = args;
+  std::vector<std::string> first = zero3;
   first.insert(first.end(), {"--stop-after", "6"});
   ExpectOk(Train(4, "cut", first));
   struct Resume {
@@ -222,13 +243,13 @@ TEST_F(TrainTest, ZeroCheckpointsResumeOnAnyLayout) {
     int zero;
     bool exact;
   };
-  for (const Resume& resume : {Resume{4, 2, true}, Resume{2, 1, false}, Resume{2, 0, false},
-                               Resume{0, 0, false}}) {
+  for (const Resume& resume : {Resume{4, 3, true}, Resume{3, 2, false}, Resume{2, 1, false},
+                               Resume{2, 0, false}, Resume{0, 0, false}}) {
     const std::string out = absl::StrCat("resume", resume.ranks, "z", resume.zero);
     fs::copy(dir_ / "cut", dir_ / out, fs::copy_options::recursive);
-    ExpectOk(Train(resume.ranks, out,
-                   {"--steps", "12", "--set", "checkpoint_every=3", "--set",
-                    absl::StrCat("zero=", resume.zero), "--resume", "auto"}));
+    std::vector<std::string> second = args;
+    second.insert(second.end(), {"--set", absl::StrCat("zero=", resume.zero), "--resume", "auto"});
+    ExpectOk(Train(resume.ranks, out, second));
     const std::map<int, std::string> got = Losses(out);
     ASSERT_EQ(got.size(), 12u) << out;
     for (int step = 7; step <= 12; ++step) {
@@ -323,6 +344,10 @@ TEST_F(TrainTest, InvalidConfigsFailUpFront) {
   r = Train(0, "bad_key", {"--set", "layers=3"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(r.output, "unknown config key \"layers\"")) << r.output;
+
+  r = Train(4, "bad_group", {"--set", "zero=2", "--set", "shard_group=3"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(r.output, "shard_group (3) must divide the ranks (4)")) << r.output;
 
   r = Train(0, "bad_value", {"--set", "lr=fast"});
   EXPECT_NE(r.exit_code, 0);

@@ -1,26 +1,42 @@
-// ZeroReducer: the collectives of ZeRO stages 1 and 2 over a ShardLayout.
+// ZeroReducer: the state ZeRO shards over a ShardLayout, and the collectives that move it.
 //
-//   auto zero = weft::shard::ZeroReducer::Create(comm, layout, grads, params, options);
+//   auto zero = weft::shard::ZeroReducer::Create(comm, layout, &grads, &params, options);
+//   (*zero)->LoadShard();                         // this rank's slices of the initial parameters
 //   (*zero)->BeginBackward(/*sync=*/last_micro_step);
 //   ... backward: (*zero)->MarkUnitReady(u) as each unit's gradient becomes final ...
 //   absl::Status s = (*zero)->Finish(timeout);  // shard_grads(): this rank's averaged slices
-//   ... clip and update the parameters this rank owns ...
-//   s = (*zero)->GatherParams(timeout);           // every rank's updated slices, everywhere
+//   ... clip, update shard_params() ...
+//   s = (*zero)->GatherParams(timeout);           // stages 1-2: the full parameters, everywhere
 //
-// `grads` and `params` are the full flat buffers the layout describes. A unit's gradient is
-// reduce-scattered (averaged: kAvg) straight from its place in `grads` into this rank's slice of
-// shard_grads(), one collective per unit; GatherParams all-gathers each unit's parameters in place.
-// Stage 1 issues the reduce-scatters when Finish is called; stage 2 issues each one as soon as its
-// unit is ready, so they run on the communicator's progress thread while backward goes on. Units
-// are issued last to first (the order backward finishes them) on every rank: a unit that is ready
-// waits for the units after it, because collectives must match across ranks. With sync = false
-// (gradient accumulation's non-final micro-steps) nothing is communicated.
+// `grads` and `params` are the full flat buffers the layout describes; this rank's slices of the
+// parameters live in shard_params() (the optimizer updates them there) and of the averaged
+// gradient in shard_grads(). A unit's gradient is reduce-scattered (kAvg) from its place in
+// `grads` into shard_grads(), one collective per unit, issued last unit first (the order backward
+// finishes them) on every rank: a unit that is ready waits for the units after it, because
+// collectives must match across ranks. With sync = false (gradient accumulation's non-final
+// micro-steps) nothing is communicated.
+//
+//   stage 1  the reduce-scatters are issued by Finish; GatherParams all-gathers every unit.
+//   stage 2  a unit's full gradient lives in a pooled buffer (GradientsFor(u), zeroed, BufferPool)
+//            from backward's first write to the completion of its reduce-scatter, which is issued
+//            as soon as the unit is ready; `grads` is not used.
+//   stage 3  as 2, and a unit's full parameters live in a pooled buffer only around their use:
+//            Acquire(u) all-gathers unit u into one (or waits for its prefetch), Prefetch(u)
+//            starts that early while the gathered bytes stay within max_gathered_bytes,
+//            ReleaseParams(u) returns it. GatherParams releases every unit instead (the next pass
+//            gathers them); `params` holds the full parameters only for LoadShard and
+//            GatherAllParams.
+//
+// Hybrid sharding: `comm` is one shard group (ZeroOptions::replicas the ranks holding the same
+// slices in the other groups). After a unit's reduce-scatter inside the group, its slice of the
+// gradient is all-reduced (averaged) across the replicas, issued in the same fixed order.
 //
 // Create is collective: every rank must pass the same layout (its hash is compared, and a mismatch
-// names both ranks). Not thread-safe: one thread runs backward and calls everything here.
+// names both ranks). Not thread-safe: one thread runs the passes and calls everything here.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -29,66 +45,119 @@
 #include "absl/time/time.h"
 #include "weft/comm/communicator.h"
 #include "weft/comm/work.h"
+#include "weft/shard/buffer_pool.h"
+#include "weft/shard/flat_buffer.h"
 #include "weft/shard/shard_layout.h"
 
 namespace weft::shard {
 
 struct ZeroOptions {
-  int stage = 1;  // 1: reduce after backward; 2: during backward, unit by unit
-  absl::Duration timeout = absl::Seconds(300);  // bounds Create's layout check
+  int stage = 1;
+  // Stage 3: the most bytes of gathered parameters alive at once; the unit in use is gathered
+  // whatever its size, prefetches only within the cap.
+  size_t max_gathered_bytes = size_t{1} << 30;
+  absl::Duration timeout = absl::Seconds(300);  // bounds each wait
+  // Hybrid sharding: the ranks that hold this rank's slices in the other shard groups (null:
+  // `comm` is every rank). Must outlive the reducer.
+  Communicator* replicas = nullptr;
 };
 
 class ZeroReducer {
  public:
-  // `comm` (of layout.ranks() ranks), `grads` and `params` must outlive the reducer.
+  // `comm` (of layout.ranks() ranks), `grads` and `params` (layout.total() elements each) must
+  // outlive the reducer.
   static absl::StatusOr<std::unique_ptr<ZeroReducer>> Create(Communicator* comm, ShardLayout layout,
-                                                             float* grads, float* params,
+                                                             FlatBuffer* grads, FlatBuffer* params,
                                                              const ZeroOptions& options = {});
   ~ZeroReducer();
   ZeroReducer(const ZeroReducer&) = delete;
   ZeroReducer& operator=(const ZeroReducer&) = delete;
 
   const ShardLayout& layout() const { return layout_; }
-  // This rank's slices of the averaged gradient after Finish (layout().shard_size() elements).
+  int stage() const { return options_.stage; }
+  // This rank's slices of the parameters, and of the averaged gradient after Finish
+  // (layout().shard_size() elements each).
+  float* shard_params() { return shard_params_.data(); }
   float* shard_grads() { return shard_grads_.data(); }
+  // Copies this rank's slices out of the full parameters (after they were initialised or loaded
+  // there); stage 3 then releases the full parameters.
+  void LoadShard();
 
   // Starts a backward pass. sync = false: accumulate locally, communicate nothing.
   void BeginBackward(bool sync);
+  // Where unit u's full gradient is accumulated this pass: stages 2-3 a pooled buffer (zeroed
+  // when first handed out, kept until its reduction completes), stage 1 its range of `grads`.
+  float* GradientsFor(int u);
+  // Where unit u's full parameters are: stage 3 the buffer Acquire filled, else its range of
+  // `params`.
+  float* ParamsOf(int u);
   // Unit u's gradient is final for this pass. Errors: u out of range, marked twice in a pass, no
   // BeginBackward.
   absl::Status MarkUnitReady(int u);
-  // Issues what is left and waits (at most `timeout` in all) for every unit's reduce-scatter.
-  // Errors name the unit: one never marked ready, a failed collective, the timeout.
-  absl::Status Finish(absl::Duration timeout);
-  // All-gathers every unit's parameters in place from the slices the ranks own.
-  absl::Status GatherParams(absl::Duration timeout);
+  // Issues what is left and waits for every unit's reduce-scatter; stages 2-3 release the full
+  // gradients. Errors name the unit: one never marked ready, a failed collective, the timeout.
+  absl::Status Finish();
+  // Stages 1-2: all-gathers every unit's parameters from the shards. Stage 3: releases them.
+  absl::Status GatherParams();
+  // Every unit's full parameters gathered into `params` (also under stage 3): for a forward pass
+  // on one rank alone, which then reads `params`.
+  absl::Status GatherAllParams();
+  // Stage 3: returns every unit's gathered buffer.
+  void ReleaseAllParams();
+
+  // Stage 3 residency (no-ops below stage 3).
+  absl::Status Acquire(int u);
+  void Prefetch(int u);
+  void ReleaseParams(int u);
 
   // Gathers a shard-shaped buffer (layout().shard_size() elements on every rank) into a full
   // flat one (layout().total() elements), e.g. the optimizer's moments for a checkpoint.
-  absl::Status GatherShards(const float* shard, float* full, absl::Duration timeout);
+  absl::Status GatherShards(const float* shard, float* full);
 
-  // Time the last Finish or GatherParams spent blocked on communication.
-  absl::Duration last_wait() const { return last_wait_; }
+  // Time blocked on communication since the last TakeWait().
+  absl::Duration TakeWait();
+  // Bytes this rank has sent in reduce-scatters and parameter all-gathers so far, counted as a
+  // ring sends them ((N-1)/N of each collective's buffer): the algorithm-independent volume the
+  // ZeRO paper's traffic model counts (GatherShards, for checkpoints, is not included).
+  uint64_t bytes_sent() const { return bytes_sent_; }
+  // The most bytes of full gradients (stages 2-3), and of gathered parameters (stage 3), held at
+  // once so far.
+  size_t peak_gradient_bytes() const { return grad_pool_.peak_bytes(); }
+  size_t peak_gathered_bytes() const { return param_pool_.peak_bytes(); }
 
  private:
-  ZeroReducer(Communicator* comm, ShardLayout layout, float* grads, float* params,
+  ZeroReducer(Communicator* comm, ShardLayout layout, FlatBuffer* grads, FlatBuffer* params,
               const ZeroOptions& options);
   absl::Status CheckLayoutAcrossRanks();
   void IssueReadyUnits();
-  absl::Status WaitAll(std::vector<Work>& works, const char* what, absl::Duration timeout);
+  // Hybrid: issues, in order, the replica all-reduce of every unit whose reduce-scatter has
+  // completed (`wait`: waiting for each in turn).
+  absl::Status IssueReplicaReductions(bool wait);
+  // Releases the gradients of units whose reduce-scatter has completed (stages 2-3).
+  void ReleaseReducedGradients();
+  absl::Status Wait(Work& work, const char* what, int u);
+  Work GatherUnit(int u, float* into);
 
   Communicator* comm_;
   ShardLayout layout_;
-  float* grads_;
-  float* params_;
+  FlatBuffer* grads_;
+  FlatBuffer* params_;
   ZeroOptions options_;
+  std::vector<float> shard_params_;
   std::vector<float> shard_grads_;
-  std::vector<char> ready_;  // per unit, this pass
-  std::vector<Work> works_;  // per unit, this pass
-  int next_to_issue_ = 0;    // counts units issued, last unit first
+  std::vector<char> ready_;         // per unit, this pass
+  std::vector<Work> reductions_;    // per unit, this pass
+  std::vector<Work> replica_sums_;  // per unit, this pass (hybrid)
+  std::vector<float*> unit_grads_;  // per unit (stages 2-3): its pooled gradient, or null
+  std::vector<float*> gathered_;    // per unit (stage 3): its pooled parameters, or null
+  std::vector<Work> gathers_;       // per unit (stage 3): the gather into gathered_
+  BufferPool grad_pool_, param_pool_;
+  int next_to_issue_ = 0;          // counts units issued, last unit first
+  int next_replica_to_issue_ = 0;  // the same for the replica all-reduces
   bool in_pass_ = false;
   bool sync_ = true;
-  absl::Duration last_wait_;
+  absl::Duration waited_;
+  uint64_t bytes_sent_ = 0;
 };
 
 }  // namespace weft::shard
