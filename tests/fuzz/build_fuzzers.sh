@@ -20,7 +20,8 @@ declare -A parsers=(
   [envelope]="comm/src/envelope.cc"
   [listener_record]="comm/src/transport/tcp/listener_record.cc"
   [rank_process]="comm/src/fault_watch.cc"
-  [store]="comm/src/bootstrap/tcp_store.cc"
+  [store]="comm/src/bootstrap/tcp_store_wire.cc comm/src/bootstrap/tcp_store_server.cc
+    comm/src/bootstrap/tcp_store_client.cc"
   [flight_dump]="tools/weft-trace/json.cc tools/weft-trace/dump.cc tools/weft-trace/analysis.cc"
 )
 

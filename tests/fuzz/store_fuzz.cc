@@ -20,7 +20,7 @@
 namespace {
 
 constexpr char kToken[] = "fuzz-store-token";
-// The server's protocol version, as its hello carries it (tcp_store.h).
+// The server's protocol version, as its hello carries it (tcp_store_wire.h).
 constexpr uint32_t kProtocolVersion = 1;
 
 struct Fixture {
