@@ -307,6 +307,16 @@ TEST_F(TrainTest, ZeroCheckpointsResumeOnAnyLayout) {
   }
 }
 
+// The closing sample runs on rank 0 alone; under ZeRO-3 every rank first gathers the parameters.
+TEST_F(TrainTest, ZeroThreeEvaluatesAndSamples) {
+  const ProcessResult r = Train(
+      2, "sample",
+      {"--steps", "4", "--set", "zero=3", "--set", "eval_every=2", "--set", "sample_tokens=16"});
+  ExpectOk(r);
+  EXPECT_TRUE(absl::StrContains(r.output, "val loss")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "sample (temperature")) << r.output;
+}
+
 TEST_F(TrainTest, LossFallsByAThirdInFiftySteps) {
   ExpectOk(Train(0, "progress", {"--steps", "50", "--set", "eval_every=0"}));
   const std::map<int, std::string> losses = Losses("progress");
