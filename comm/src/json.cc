@@ -303,4 +303,35 @@ std::string JsonQuote(absl::string_view text) {
   return out + "\"";
 }
 
+std::string JsonText(const JsonValue& value) {
+  switch (value.type) {
+    case JsonValue::Type::kNull:
+      return "null";
+    case JsonValue::Type::kBool:
+      return value.boolean ? "true" : "false";
+    case JsonValue::Type::kNumber:
+      if (!value.text.empty()) return value.text;
+      return value.is_integer ? absl::StrCat(value.integer)
+                              : absl::StrFormat("%.17g", value.number);
+    case JsonValue::Type::kString:
+      return JsonQuote(value.text);
+    case JsonValue::Type::kArray: {
+      std::string out = "[";
+      for (size_t i = 0; i < value.items.size(); ++i) {
+        absl::StrAppend(&out, i == 0 ? "" : ",", JsonText(value.items[i]));
+      }
+      return out + "]";
+    }
+    case JsonValue::Type::kObject: {
+      std::string out = "{";
+      for (size_t i = 0; i < value.names.size(); ++i) {
+        absl::StrAppend(&out, i == 0 ? "" : ",", JsonQuote(value.names[i]), ":",
+                        JsonText(value.values[i]));
+      }
+      return out + "}";
+    }
+  }
+  return "null";
+}
+
 }  // namespace weft

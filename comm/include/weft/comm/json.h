@@ -44,4 +44,9 @@ absl::StatusOr<JsonValue> ParseJson(absl::string_view text);
 // \t, other control characters as \u00XX. Bytes >= 0x80 pass through (UTF-8 stays UTF-8).
 std::string JsonQuote(absl::string_view text);
 
+// `value` as compact JSON text that ParseJson reads back to an equal value (numbers keep the
+// literal they were parsed from; a number built in code without one is written from `integer` or
+// `number`).
+std::string JsonText(const JsonValue& value);
+
 }  // namespace weft

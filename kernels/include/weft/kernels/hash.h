@@ -38,19 +38,45 @@ inline uint64_t Mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Checksum64 over data that arrives in pieces (a file written buffer by buffer): Add the pieces in
+// order; Finish gives what Checksum64 gives over their concatenation.
+class Checksum64Stream {
+ public:
+  void Add(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    while (n > 0 && tail_size_ > 0) {  // complete a word begun by an earlier piece
+      tail_[tail_size_++] = *p++;
+      --n;
+      if (tail_size_ == 8) {
+        Word(tail_);
+        tail_size_ = 0;
+      }
+    }
+    for (; n >= 8; p += 8, n -= 8) Word(p);
+    std::memcpy(tail_, p, n);
+    tail_size_ += n;
+  }
+  uint64_t Finish() const { return Fnv1a(tail_, tail_size_, h_); }
+
+ private:
+  void Word(const unsigned char* p) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    h_ = (h_ ^ word) * kFnvPrime;
+    h_ ^= h_ >> 29;
+  }
+
+  uint64_t h_ = kFnvOffset;
+  unsigned char tail_[8] = {};
+  size_t tail_size_ = 0;
+};
+
 // FNV-1a over 64-bit words (then the tail bytes), with a shift after each word so that high bits
 // feed the low ones: detects torn or flipped data as byte-wise FNV does, at memory speed.
 inline uint64_t Checksum64(const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t h = kFnvOffset;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t word;
-    std::memcpy(&word, p + i, 8);
-    h = (h ^ word) * kFnvPrime;
-    h ^= h >> 29;
-  }
-  return Fnv1a(p + i, n - i, h);
+  Checksum64Stream stream;
+  stream.Add(data, n);
+  return stream.Finish();
 }
 
 }  // namespace weft
