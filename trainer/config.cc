@@ -67,6 +67,10 @@ std::string KnownKeys() {
 }
 
 absl::Status SetField(Config* config, absl::string_view key, absl::string_view text, bool quoted) {
+  if (key == "shard_group" && text == "node") {
+    config->shard_group = kShardGroupNode;
+    return absl::OkStatus();
+  }
   for (const auto& [name, member] : Fields()) {
     if (key != name) continue;
     auto bad = [&](const char* what) {
@@ -212,10 +216,15 @@ absl::Status Validate(const Config& c, int world_size) {
           absl::StrCat("threads must be in [1, 256] (got ", c.threads, ")"));
   require(c.bucket_cap_mb > 0 && c.first_bucket_mb > 0, "bucket caps must be > 0");
   require(c.zero >= 0 && c.zero <= 3, absl::StrCat("zero must be 0, 1, 2 or 3 (got ", c.zero, ")"));
-  require(c.shard_group >= 0, absl::StrCat("shard_group must be >= 0 (got ", c.shard_group, ")"));
+  require(c.shard_group >= 0 || c.shard_group == kShardGroupNode,
+          absl::StrCat("shard_group must be a number >= 0 or \"node\" (got ", c.shard_group, ")"));
+  if (c.shard_group != 0) {
+    require(c.zero >= 1,
+            absl::StrCat("shard_group=",
+                         c.shard_group == kShardGroupNode ? "node" : absl::StrCat(c.shard_group),
+                         " shards optimizer state: it needs zero=1, 2 or 3"));
+  }
   if (c.shard_group > 0) {
-    require(c.zero >= 1, absl::StrCat("shard_group=", c.shard_group,
-                                      " shards optimizer state: it needs zero=1, 2 or 3"));
     require(world_size % c.shard_group == 0,
             absl::StrCat("shard_group (", c.shard_group, ") must divide the ranks (", world_size,
                          "): every group shards the same way"));
@@ -238,7 +247,8 @@ std::string ToJson(const Config& config) {
   for (const auto& [name, member] : Fields()) {
     std::string value;
     if (const auto* m = std::get_if<int Config::*>(&member)) {
-      value = absl::StrCat(config.**m);
+      const bool node = *m == &Config::shard_group && config.shard_group == kShardGroupNode;
+      value = node ? "\"node\"" : absl::StrCat(config.**m);
     } else if (const auto* m = std::get_if<uint64_t Config::*>(&member)) {
       value = absl::StrCat(config.**m);
     } else if (const auto* m = std::get_if<double Config::*>(&member)) {

@@ -16,6 +16,9 @@
 
 namespace weft::trainer {
 
+// shard_group's value for "node".
+inline constexpr int kShardGroupNode = -1;
+
 struct Config {
   // Model.
   int n_layer = 4;
@@ -55,7 +58,8 @@ struct Config {
   // gradients; 3 also parameters (gathered per unit around its use).
   int zero = 0;
   // Hybrid sharding: shard inside groups of this many consecutive ranks and replicate across the
-  // groups (0: one group of every rank).
+  // groups (0: one group of every rank; kShardGroupNode, "node" in a config: the ranks of each
+  // node, from the hosts the communicator found).
   int shard_group = 0;
   double max_gathered_mb = 1024;  // zero = 3: gathered parameters alive at once (prefetch cap)
   std::string prefetch = "true";  // zero = 3: gather the next unit while this one computes

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "checkpoint.h"
 #include "weft/shard/shard_layout.h"
 
 namespace weft::trainer {
@@ -15,10 +17,18 @@ constexpr absl::Duration kCommTimeout = absl::Seconds(120);
 
 }  // namespace
 
-size_t DataParallel::PadQuantum(const Config& config, int world) {
-  if (config.zero == 0 || world == 1) return 1;
-  const int shards = config.shard_group > 0 ? config.shard_group : world;
-  return static_cast<size_t>(shards) * shard::ShardLayout::kAlign;
+std::vector<int> DataParallel::ShardGroup(const Config& config, const Communicator* comm) {
+  if (comm == nullptr) return {0};
+  if (config.shard_group == kShardGroupNode) return comm->NodeRanks();
+  const int k = config.shard_group > 0 ? config.shard_group : comm->size();
+  std::vector<int> group;
+  for (int r = comm->rank() / k * k; r < (comm->rank() / k + 1) * k; ++r) group.push_back(r);
+  return group;
+}
+
+size_t DataParallel::PadQuantum(const Config& config, const Communicator* comm) {
+  if (config.zero == 0 || comm == nullptr) return 1;
+  return ShardGroup(config, comm).size() * shard::ShardLayout::kAlign;
 }
 
 DataParallel::DataParallel(const Config& config, Communicator* comm, Gpt* model)
@@ -36,13 +46,27 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const Config&
   if (comm != nullptr && config.zero > 0) {
     dp->shard_comm_ = comm;
     shard::ZeroOptions options;
-    if (config.shard_group > 0 && config.shard_group < comm->size()) {
-      const int k = config.shard_group;
-      absl::StatusOr<std::unique_ptr<Communicator>> group = comm->Split(comm->rank() / k, 0);
-      if (!group.ok()) return group.status();
-      absl::StatusOr<std::unique_ptr<Communicator>> replicas = comm->Split(comm->rank() % k, 0);
+    const std::vector<int> group = ShardGroup(config, comm);
+    const int k = static_cast<int>(group.size());
+    if (k < comm->size()) {
+      // Groups must be alike: their slices are replicas of each other.
+      int64_t sizes[2] = {k, -k};
+      absl::Status s =
+          comm->AllReduce(sizes, sizes, 2, DataType::kInt64, ReduceOp::kMax).Wait(kCommTimeout);
+      if (!s.ok()) return s;
+      if (sizes[0] != -sizes[1]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rank ", comm->rank(), ": shard_group=node: the nodes hold ", -sizes[1], " to ",
+            sizes[0], " ranks; hybrid sharding needs equal groups (set shard_group to a number)"));
+      }
+      const int index =
+          static_cast<int>(std::find(group.begin(), group.end(), comm->rank()) - group.begin());
+      absl::StatusOr<std::unique_ptr<Communicator>> shards =
+          comm->Split(group.front(), comm->rank());
+      if (!shards.ok()) return shards.status();
+      absl::StatusOr<std::unique_ptr<Communicator>> replicas = comm->Split(index, comm->rank());
       if (!replicas.ok()) return replicas.status();
-      dp->shard_group_ = *std::move(group);
+      dp->shard_group_ = *std::move(shards);
       dp->replicas_ = *std::move(replicas);
       dp->shard_comm_ = dp->shard_group_.get();
       options.replicas = dp->replicas_.get();
@@ -194,36 +218,105 @@ absl::Status DataParallel::GatherForInference() {
   return s;
 }
 
-absl::Status DataParallel::FullState(std::vector<float>* params, std::vector<float>* m,
-                                     std::vector<float>* v) {
-  if (zero_ == nullptr) {
-    params->assign(model_->params(), model_->params() + model_->num_params());
-    *m = adam_->m();
-    *v = adam_->v();
-    return absl::OkStatus();
+std::vector<std::pair<shard::Range, size_t>> DataParallel::MomentRanges() const {
+  if (zero_ == nullptr) return {{{0, model_->layout().total()}, 0}};
+  const shard::ShardLayout& shards = zero_->layout();
+  std::vector<std::pair<shard::Range, size_t>> ranges;
+  for (int u = 0; u < shards.num_units(); ++u) {
+    ranges.push_back({shards.owned(shard_comm_->rank(), u), shards.shard_offset(u)});
   }
-  for (std::vector<float>* full : {params, m, v}) full->assign(model_->num_params(), 0.0f);
-  absl::Status s = zero_->GatherShards(zero_->shard_params(), params->data());
-  if (s.ok()) s = zero_->GatherShards(adam_->m().data(), m->data());
-  if (s.ok()) s = zero_->GatherShards(adam_->v().data(), v->data());
-  zero_->TakeWait();
-  return s;
+  return ranges;
 }
 
-void DataParallel::LoadMoments(const std::vector<float>& m, const std::vector<float>& v,
-                               int64_t step) {
-  adam_->set_step(step);
+std::vector<shard::SavedPiece> DataParallel::CheckpointPieces() {
+  const ParamLayout& layout = model_->layout();
+  std::vector<shard::SavedPiece> pieces;
   if (zero_ == nullptr) {
-    adam_->m() = m;
-    adam_->v() = v;
-    return;
+    // Rank r saves packed elements [r·P/N, (r+1)·P/N): the tensors in order, padding skipped.
+    const int n = comm_ != nullptr ? comm_->size() : 1;
+    const int r = comm_ != nullptr ? comm_->rank() : 0;
+    const size_t total = layout.parameters();
+    const size_t begin = total * r / n, end = total * (r + 1) / n;
+    size_t packed = 0;
+    for (size_t t = 0; t < layout.tensors().size(); ++t) {
+      const TensorView& view = layout.tensor(static_cast<int>(t));
+      const size_t first = std::max(begin, packed), last = std::min(end, packed + view.size);
+      if (first < last) {
+        const size_t at = view.offset + (first - packed);
+        pieces.push_back({static_cast<int>(t),
+                          first - packed,
+                          last - first,
+                          {model_->params() + at, adam_->m().data() + at, adam_->v().data() + at}});
+      }
+      packed += view.size;
+    }
+    return pieces;
   }
+  if (replicas_ != nullptr && replicas_->rank() != 0) return pieces;
   const shard::ShardLayout& shards = zero_->layout();
   for (int u = 0; u < shards.num_units(); ++u) {
     const shard::Range owned = shards.owned(shard_comm_->rank(), u);
-    std::copy_n(m.data() + owned.begin, owned.length, adam_->m().data() + shards.shard_offset(u));
-    std::copy_n(v.data() + owned.begin, owned.length, adam_->v().data() + shards.shard_offset(u));
+    const UnitView& unit = layout.units()[u];
+    for (int t = unit.first_tensor; t < unit.end_tensor; ++t) {
+      const TensorView& view = layout.tensor(t);
+      const size_t first = std::max(owned.begin, view.offset);
+      const size_t last = std::min(owned.begin + owned.length, view.offset + view.size);
+      if (first >= last) continue;
+      const size_t in_slice = first - owned.begin;
+      const size_t moment = shards.shard_offset(u) + in_slice;
+      pieces.push_back({t,
+                        first - view.offset,
+                        last - first,
+                        {zero_->shard_params() + shards.shard_offset(u) + in_slice,
+                         adam_->m().data() + moment, adam_->v().data() + moment}});
+    }
   }
+  return pieces;
+}
+
+absl::Status DataParallel::LoadCheckpoint(const shard::CheckpointReader& reader,
+                                          int64_t optimizer_step) {
+  const ParamLayout& layout = model_->layout();
+  int arrays[3];
+  for (int a = 0; a < 3; ++a) {
+    arrays[a] = reader.FindArray(kCheckpointArrays[a]);
+    if (arrays[a] < 0) {
+      return absl::DataLossError(
+          absl::StrCat("checkpoint ", reader.dir(), " has no array ", kCheckpointArrays[a]));
+    }
+  }
+  std::vector<int> saved;  // per layout tensor, its index in the checkpoint
+  for (const TensorView& view : layout.tensors()) saved.push_back(reader.FindTensor(view.name));
+  // Every rank reads the whole parameters (ZeRO takes its slices from them), and the moments of
+  // its own ranges only.
+  for (size_t t = 0; t < saved.size(); ++t) {
+    const TensorView& view = layout.tensor(static_cast<int>(t));
+    if (absl::Status s =
+            reader.Read(saved[t], arrays[0], 0, view.size, model_->params() + view.offset);
+        !s.ok()) {
+      return s;
+    }
+  }
+  ParamsLoaded();
+  for (const auto& [range, compact] : MomentRanges()) {
+    for (size_t t = 0; t < saved.size(); ++t) {
+      const TensorView& view = layout.tensor(static_cast<int>(t));
+      const size_t first = std::max(range.begin, view.offset);
+      const size_t last = std::min(range.begin + range.length, view.offset + view.size);
+      if (first >= last) continue;
+      const size_t at = compact + (first - range.begin);
+      for (auto [array, moments] :
+           {std::pair{arrays[1], &adam_->m()}, std::pair{arrays[2], &adam_->v()}}) {
+        if (absl::Status s = reader.Read(saved[t], array, first - view.offset, last - first,
+                                         moments->data() + at);
+            !s.ok()) {
+          return s;
+        }
+      }
+    }
+  }
+  adam_->set_step(optimizer_step);
+  return absl::OkStatus();
 }
 
 size_t DataParallel::state_bytes() const {

@@ -14,9 +14,9 @@
 //             after; the embeddings, which the tied head uses at both ends of a pass, stay
 //             gathered from the first forward to the end of backward.
 //
-// Hybrid sharding (shard_group = k, any stage 1-3): the above inside groups of k consecutive ranks,
-// the groups replicas of each other: a gradient slice is reduce-scattered inside the group, then
-// all-reduced across the groups.
+// Hybrid sharding (shard_group = k, any stage 1-3): the above inside groups of k consecutive ranks
+// (or the ranks of each node, shard_group = "node"), the groups replicas of each other: a gradient
+// slice is reduce-scattered inside the group, then all-reduced across the groups.
 //
 // The global gradient norm (clipping) is one all-reduce of the shards' sums of squares under ZeRO.
 // A single process (no communicator) is the trivial case of plain data parallelism.
@@ -39,6 +39,7 @@
 #include "model.h"
 #include "optimizer.h"
 #include "weft/comm/communicator.h"
+#include "weft/shard/checkpoint.h"
 #include "weft/shard/grad_reducer.h"
 #include "weft/shard/zero_reducer.h"
 
@@ -52,8 +53,11 @@ class DataParallel : public UnitHooks {
   static absl::StatusOr<std::unique_ptr<DataParallel>> Create(const Config& config,
                                                               Communicator* comm, Gpt* model);
   ~DataParallel() override;
-  // The unit padding `config` needs on `world` ranks: equal slices of 64-byte-aligned elements.
-  static size_t PadQuantum(const Config& config, int world);
+  // The ranks this rank's ZeRO shard group holds on `comm` (null: one process): shard_group, the
+  // ranks of this rank's node for "node", else every rank. Validate has checked the number.
+  static std::vector<int> ShardGroup(const Config& config, const Communicator* comm);
+  // The unit padding `config` needs on `comm`: equal slices of 64-byte-aligned elements.
+  static size_t PadQuantum(const Config& config, const Communicator* comm);
 
   // The model's parameters were overwritten (a checkpoint): ZeRO takes its slices again.
   void ParamsLoaded();
@@ -75,10 +79,13 @@ class DataParallel : public UnitHooks {
   // one rank alone (the closing sample).
   absl::Status GatherForInference();
 
-  // The full flat parameters and moments (collective under ZeRO: every rank's slices).
-  absl::Status FullState(std::vector<float>* params, std::vector<float>* m, std::vector<float>* v);
-  // Restores the optimizer from moments over the whole flat buffer and its step count.
-  void LoadMoments(const std::vector<float>& m, const std::vector<float>& v, int64_t step);
+  // This rank's share of a checkpoint (arrays: parameters, first and second moment; tensor
+  // indices are the layout's): under ZeRO its slices of every unit, saved by the first shard group
+  // alone (the other groups hold copies); otherwise an equal share of the packed tensors.
+  std::vector<shard::SavedPiece> CheckpointPieces();
+  // Loads the parameters, the moments this rank keeps and the optimizer's step count from a
+  // checkpoint saved by any layout; the model's tensors must fit it (CheckLayout).
+  absl::Status LoadCheckpoint(const shard::CheckpointReader& reader, int64_t optimizer_step);
   int64_t optimizer_step() const { return adam_->step(); }
   // Bytes this rank sent for gradients and parameters since the last call, counted as a ring
   // sends them: 2(N-1)/N of each all-reduce, (N-1)/N of each reduce-scatter and all-gather.
@@ -101,6 +108,9 @@ class DataParallel : public UnitHooks {
   DataParallel(const Config& config, Communicator* comm, Gpt* model);
   // The unit the model uses after `unit` in `pass` (UnitHooks' order), or -1.
   int NextUnit(int unit, Pass pass) const;
+  // The flat ranges whose moments this rank keeps, and where each starts in AdamW's compact
+  // moments.
+  std::vector<std::pair<shard::Range, size_t>> MomentRanges() const;
 
   const Config& config_;
   Communicator* comm_;

@@ -107,7 +107,7 @@ class Run {
         options_(options),
         group_(comm),
         micro_(config.micro_batch(group_.size())),
-        model_(config.shape(), micro_, DataParallel::PadQuantum(config, group_.size())),
+        model_(config.shape(), micro_, DataParallel::PadQuantum(config, group_.comm())),
         sample_rng_(Mix64(config.seed ^ 0x5a3b1e)) {}
 
   absl::StatusOr<TrainSummary> Execute();
@@ -117,6 +117,7 @@ class Run {
   absl::Status Setup();
   absl::Status OpenCheckpointRun();
   absl::Status Resume();
+  absl::Status LoadCheckpoint(const shard::CheckpointReader& reader);
   absl::Status Step(int step, double* loss, double* grad_norm, double* lr,
                     absl::Duration* comm_wait);
   // state_bytes_ and buffer_bytes_: the most of any rank (collective).
@@ -219,37 +220,50 @@ absl::Status Run::OpenCheckpointRun() {
 }
 
 absl::Status Run::Resume() {
-  std::vector<std::string> rejected;
-  std::string path;
-  std::optional<CheckpointState> state = LoadNewestValid(run_dir_, &rejected, &path);
-  if (leader()) {
-    for (const std::string& why : rejected) {
-      std::printf("resume: skipping %s; trying the previous checkpoint\n", why.c_str());
+  const int rank = group_.rank();
+  // Every rank walks the same directory newest first, checks the manifest and its share of the
+  // files' checksums, and all take the newest checkpoint that every rank accepted.
+  for (int64_t step : CheckpointSteps(run_dir_)) {
+    const std::string path = CheckpointPath(run_dir_, step);
+    absl::StatusOr<std::unique_ptr<shard::CheckpointReader>> reader =
+        shard::CheckpointReader::Open(path);
+    absl::Status verdict = reader.status();
+    if (verdict.ok()) verdict = (*reader)->Verify(rank, group_.size());
+    // One all-reduce (max): the step's bounds, and the lowest rank that rejected it.
+    int64_t votes[3] = {step, -step, verdict.ok() ? 0 : group_.size() - rank};
+    if (group_.comm() != nullptr) {
+      absl::Status s = group_.comm()
+                           ->AllReduce(votes, votes, 3, DataType::kInt64, ReduceOp::kMax)
+                           .Wait(kCommTimeout);
+      if (!s.ok()) return s;
     }
-  }
-  int64_t step = state.has_value() ? state->step : 0;
-  // Every rank must continue from the same step (they read the same directory).
-  if (group_.comm() != nullptr) {
-    int64_t bounds[2] = {step, -step};
-    absl::Status s = group_.comm()
-                         ->AllReduce(bounds, bounds, 2, DataType::kInt64, ReduceOp::kMax)
-                         .Wait(kCommTimeout);
-    if (!s.ok()) return s;
-    if (bounds[0] != -bounds[1]) {
+    if (votes[0] != -votes[1]) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", group_.rank(), ": resume: ranks found different newest checkpoints (steps ",
-          -bounds[1], " to ", bounds[0], ") under ", run_dir_,
-          "; every rank must see the same directory"));
+          "rank ", rank, ": resume: ranks found different checkpoints (steps ", -votes[1], " to ",
+          votes[0], ") under ", run_dir_, "; every rank must see the same directory"));
     }
+    if (votes[2] > 0) {
+      if (rank == group_.size() - votes[2]) {
+        std::printf("resume: skipping %s: %s; trying the previous checkpoint\n", path.c_str(),
+                    std::string(verdict.message()).c_str());
+        std::fflush(stdout);
+      }
+      continue;
+    }
+    return LoadCheckpoint(**reader);
   }
-  if (!state.has_value()) {
-    if (leader()) std::printf("resume: no checkpoint in %s, starting fresh\n", run_dir_.c_str());
-    return absl::OkStatus();
-  }
-  absl::StatusOr<Config> saved = ParseConfig(state->config_json, path);
+  if (leader()) std::printf("resume: no checkpoint in %s, starting fresh\n", run_dir_.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status Run::LoadCheckpoint(const shard::CheckpointReader& reader) {
+  const std::string& path = reader.dir();
+  absl::StatusOr<CheckpointMeta> meta = ParseMeta(reader.manifest().metadata);
+  if (!meta.ok()) return absl::DataLossError(absl::StrCat(path, ": ", meta.status().message()));
+  absl::StatusOr<Config> saved = ParseConfig(meta->config_json, path);
   if (!saved.ok()) return saved.status();
-  // What must match to continue: the model (config and tensor table) and the global batch, which
-  // fixes the data order and the loss scale. The schedule, lr and parallel layout may change.
+  // What must match to continue: the model (config and tensors) and the global batch, which fixes
+  // the data order and the loss scale. The schedule, lr and parallel layout may change.
   std::string differences;
   const auto differ = [&](absl::string_view what) {
     absl::StrAppend(&differences, differences.empty() ? "" : "; ", what);
@@ -264,33 +278,26 @@ absl::Status Run::Resume() {
       differ(absl::StrCat(name, ": checkpoint ", (*saved).*field, ", config ", config_.*field));
     }
   }
-  if (absl::Status s = CheckLayout(state->tensors, model_.layout()); !s.ok()) differ(s.message());
-  const size_t parameters = model_.layout().parameters();
-  if (differences.empty() &&
-      (state->params.size() != parameters || state->adam_m.size() != parameters ||
-       state->adam_v.size() != parameters)) {
-    differ(absl::StrCat("parameters: checkpoint ", state->params.size(), ", model ", parameters));
-  }
+  std::vector<shard::TensorInfo> tensors;
+  for (const shard::ManifestTensor& t : reader.manifest().tensors) tensors.push_back(t.info);
+  if (absl::Status s = CheckLayout(tensors, model_.layout()); !s.ok()) differ(s.message());
   if (!differences.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("resume: checkpoint ", path, " does not fit this run: ", differences,
                      " (without --resume, a new run starts in its own directory)"));
   }
-  const ParamLayout& layout = model_.layout();
-  layout.Unpack(state->params.data(), model_.params());
-  dp_->ParamsLoaded();
-  std::vector<float> m(layout.total(), 0.0f), v(layout.total(), 0.0f);
-  layout.Unpack(state->adam_m.data(), m.data());
-  layout.Unpack(state->adam_v.data(), v.data());
-  dp_->LoadMoments(m, v, state->optimizer_step);
-  sample_rng_ = Rng(state->sample_rng);
-  start_step_ = static_cast<int>(state->step);
-  if (state->data_cursor != static_cast<uint64_t>(start_step_) * config_.batch_size) {
+  if (absl::Status s = dp_->LoadCheckpoint(reader, meta->optimizer_step); !s.ok()) return s;
+  sample_rng_ = Rng(meta->sample_rng);
+  start_step_ = static_cast<int>(meta->step);
+  if (meta->data_cursor != static_cast<uint64_t>(start_step_) * config_.batch_size) {
     return absl::DataLossError(absl::StrCat("resume: checkpoint ", path, " data cursor ",
-                                            state->data_cursor, " does not match step ",
-                                            start_step_, " × batch ", config_.batch_size));
+                                            meta->data_cursor, " does not match step ", start_step_,
+                                            " × batch ", config_.batch_size));
   }
-  if (leader()) std::printf("resume: continuing from %s (step %d)\n", path.c_str(), start_step_);
+  if (leader()) {
+    std::printf("resume: continuing from %s (step %d, saved by %d rank%s, zero=%d)\n", path.c_str(),
+                start_step_, meta->ranks, meta->ranks == 1 ? "" : "s", meta->zero);
+  }
   return absl::OkStatus();
 }
 
@@ -345,21 +352,28 @@ absl::StatusOr<double> Run::Evaluate(absl::Duration* comm_wait) {
 }
 
 absl::Status Run::SaveCheckpoint(int step) {
-  std::vector<float> params, m, v;
-  if (absl::Status s = dp_->FullState(&params, &m, &v); !s.ok()) return s;
-  if (!leader()) return absl::OkStatus();
-  const ParamLayout& layout = model_.layout();
-  CheckpointState state;
-  state.step = step;
-  state.data_cursor = static_cast<uint64_t>(step) * config_.batch_size;
-  state.sample_rng = sample_rng_.state();
-  state.optimizer_step = dp_->optimizer_step();
-  state.config_json = ToJson(config_);
-  state.tensors = TensorTable(model_.layout());
-  state.params = layout.Pack(params.data());
-  state.adam_m = layout.Pack(m.data());
-  state.adam_v = layout.Pack(v.data());
-  return WriteCheckpoint(run_dir_, state, config_.keep_checkpoints);
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.data_cursor = static_cast<uint64_t>(step) * config_.batch_size;
+  meta.sample_rng = sample_rng_.state();
+  meta.optimizer_step = dp_->optimizer_step();
+  meta.config_json = ToJson(config_);
+  meta.ranks = group_.size();
+  meta.zero = config_.zero;
+  meta.shard_group = config_.zero > 0
+                         ? static_cast<int>(DataParallel::ShardGroup(config_, group_.comm()).size())
+                         : 0;
+  const std::string path = CheckpointPath(run_dir_, step);
+  // A checkpoint of this step exists only where resume rejected it: this one replaces it.
+  if (leader()) {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  absl::Status s =
+      shard::SaveCheckpoint(group_.comm(), path, kCheckpointArrays, TensorTable(model_.layout()),
+                            dp_->CheckpointPieces(), MetaJson(meta), kCommTimeout);
+  if (!s.ok() || !leader()) return s;
+  return CommitLatest(run_dir_, step, config_.keep_checkpoints);
 }
 
 absl::StatusOr<TrainSummary> Run::Execute() {

@@ -61,6 +61,7 @@ Communicator::~Communicator() = default;
 
 int Communicator::rank() const { return state_->rank(); }
 int Communicator::size() const { return state_->size(); }
+std::vector<int> Communicator::NodeRanks() const { return state_->peers().nodes().local_group(); }
 
 namespace {
 

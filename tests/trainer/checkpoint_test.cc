@@ -1,7 +1,7 @@
-// The checkpoint module in process: the tensor table round trip, CheckLayout's report of each
-// kind of difference (a reordered layout only exists here: the CLI cannot reorder tensors), and
-// run directories (a fresh run never prunes or resumes another run's checkpoints; stale *.tmp
-// files are removed when a run is continued).
+// The trainer's checkpoint bookkeeping in process: the metadata round trip, CheckLayout's report
+// of each kind of difference (tensors are matched by name, so a reordered layout still loads), and
+// run directories (a fresh run never prunes or resumes another run's checkpoints; the *.tmp
+// leftovers of a crashed save are removed when a run is continued).
 #include "checkpoint.h"
 
 #include <unistd.h>
@@ -28,16 +28,17 @@ ParamLayout Layout(const std::vector<std::pair<std::string, std::vector<int>>>& 
   return layout;
 }
 
-CheckpointState StateFor(const ParamLayout& layout, int64_t step) {
-  CheckpointState state;
-  state.step = step;
-  state.data_cursor = static_cast<uint64_t>(step) * 8;
-  state.config_json = "{\"n_layer\": 1}";
-  state.tensors = TensorTable(layout);
-  for (size_t i = 0; i < layout.total(); ++i) state.params.push_back(0.5f * static_cast<float>(i));
-  state.adam_m.assign(layout.total(), 1.0f);
-  state.adam_v.assign(layout.total(), 2.0f);
-  return state;
+CheckpointMeta MetaFor(int64_t step) {
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.data_cursor = static_cast<uint64_t>(step) * 8;
+  meta.sample_rng = 0xfedcba9876543210ULL;
+  meta.optimizer_step = step;
+  meta.config_json = "{\"n_layer\":1}";
+  meta.ranks = 4;
+  meta.zero = 3;
+  meta.shard_group = 2;
+  return meta;
 }
 
 class CheckpointTest : public ::testing::Test {
@@ -54,16 +55,27 @@ class CheckpointTest : public ::testing::Test {
     if (!HasFailure()) fs::remove_all(dir_);
   }
 
-  // The steps of the checkpoint files in run `run`.
+  // The steps of the checkpoints in run `run`.
   std::set<int64_t> Steps(int run) {
-    std::set<int64_t> steps;
-    for (const auto& entry : fs::directory_iterator(RunDir(dir_, run))) {
-      const std::string name = entry.path().filename().string();
-      if (name.starts_with("ckpt-") && name.ends_with(".bin")) {
-        steps.insert(std::stoll(name.substr(5, 8)));
-      }
+    const std::vector<int64_t> steps = CheckpointSteps(RunDir(dir_, run));
+    return {steps.begin(), steps.end()};
+  }
+
+  // Saves a checkpoint of layout Ab() (one process) as the trainer does, keeping `keep`.
+  void Save(const std::string& run_dir, int64_t step, int keep) {
+    const ParamLayout layout = Layout({{"a", {2, 3}}, {"b", {4}}});
+    std::vector<float> values(layout.total(), 0.5f);
+    std::vector<shard::SavedPiece> pieces;
+    for (size_t t = 0; t < layout.tensors().size(); ++t) {
+      const float* at = values.data() + layout.tensor(static_cast<int>(t)).offset;
+      pieces.push_back(
+          {static_cast<int>(t), 0, layout.tensor(static_cast<int>(t)).size, {at, at, at}});
     }
-    return steps;
+    ASSERT_TRUE(shard::SaveCheckpoint(nullptr, CheckpointPath(run_dir, step), kCheckpointArrays,
+                                      TensorTable(layout), pieces, MetaJson(MetaFor(step)),
+                                      absl::Seconds(10))
+                    .ok());
+    ASSERT_TRUE(CommitLatest(run_dir, step, keep).ok());
   }
 
   std::string dir_;
@@ -72,31 +84,26 @@ class CheckpointTest : public ::testing::Test {
 // The layout the checkpoints below are written with.
 ParamLayout Ab() { return Layout({{"a", {2, 3}}, {"b", {4}}}); }
 
-TEST_F(CheckpointTest, RoundTripKeepsTheTensorTable) {
-  absl::StatusOr<int> run = OpenRun(dir_, /*resume=*/false);
-  ASSERT_TRUE(run.ok()) << run.status();
-  const CheckpointState written = StateFor(Ab(), 3);
-  ASSERT_TRUE(WriteCheckpoint(RunDir(dir_, *run), written, 2).ok());
-  absl::StatusOr<CheckpointState> read = ReadCheckpoint(CheckpointPath(RunDir(dir_, *run), 3));
-  ASSERT_TRUE(read.ok()) << read.status();
-  EXPECT_EQ(read->tensors, written.tensors);
-  ASSERT_EQ(read->tensors.size(), 2u);
-  EXPECT_EQ(read->tensors[0], (TensorRecord{"a", {2, 3}, 0, "f32"}));
-  EXPECT_EQ(read->tensors[1], (TensorRecord{"b", {4}, 6, "f32"}));
-  EXPECT_EQ(read->params, written.params);
-  EXPECT_EQ(read->config_json, written.config_json);
-  EXPECT_TRUE(CheckLayout(read->tensors, Ab()).ok());
+TEST(CheckpointMetaTest, RoundTrips) {
+  absl::StatusOr<JsonValue> json = ParseJson(MetaJson(MetaFor(7)));
+  ASSERT_TRUE(json.ok()) << json.status();
+  absl::StatusOr<CheckpointMeta> meta = ParseMeta(*json);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  const CheckpointMeta want = MetaFor(7);
+  EXPECT_EQ(meta->step, want.step);
+  EXPECT_EQ(meta->data_cursor, want.data_cursor);
+  EXPECT_EQ(meta->sample_rng, want.sample_rng);
+  EXPECT_EQ(meta->optimizer_step, want.optimizer_step);
+  EXPECT_EQ(meta->config_json, want.config_json);
+  EXPECT_EQ(meta->ranks, 4);
+  EXPECT_EQ(meta->zero, 3);
+  EXPECT_EQ(meta->shard_group, 2);
+  EXPECT_TRUE(absl::IsDataLoss(ParseMeta(*ParseJson(R"({"step": 7})")).status()));
 }
 
-TEST_F(CheckpointTest, ReorderedLayoutSaysTheTensorOrderDiffers) {
-  ASSERT_TRUE(WriteCheckpoint(dir_, StateFor(Ab(), 1), 2).ok());
-  absl::StatusOr<CheckpointState> read = ReadCheckpoint(CheckpointPath(dir_, 1));
-  ASSERT_TRUE(read.ok()) << read.status();
-  const absl::Status s = CheckLayout(read->tensors, Layout({{"b", {4}}, {"a", {2, 3}}}));
-  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
-  EXPECT_EQ(s.message(),
-            "tensor order differs: b at offset 6 in the checkpoint, 0 in the model; "
-            "a at offset 0 in the checkpoint, 4 in the model");
+TEST_F(CheckpointTest, TensorsAreMatchedByNameSoAReorderedLayoutFits) {
+  EXPECT_TRUE(CheckLayout(TensorTable(Ab()), Layout({{"b", {4}}, {"a", {2, 3}}})).ok());
+  EXPECT_EQ(TensorTable(Ab())[0], (shard::TensorInfo{"a", {2, 3}, "f32"}));
 }
 
 TEST_F(CheckpointTest, ChangedShapesAndTensorsAreNamed) {
@@ -111,31 +118,28 @@ TEST_F(CheckpointTest, FreshRunsAreKeptApartAndResumeContinuesTheNewest) {
   absl::StatusOr<int> old_run = OpenRun(dir_, /*resume=*/false);
   ASSERT_TRUE(old_run.ok()) << old_run.status();
   EXPECT_EQ(*old_run, 1);
-  for (int step = 2; step <= 12; step += 2) {
-    ASSERT_TRUE(WriteCheckpoint(RunDir(dir_, 1), StateFor(Ab(), step), 3).ok());
-  }
+  for (int step = 2; step <= 12; step += 2) Save(RunDir(dir_, 1), step, 3);
   absl::StatusOr<int> fresh = OpenRun(dir_, /*resume=*/false);
   ASSERT_TRUE(fresh.ok()) << fresh.status();
   EXPECT_EQ(*fresh, 2);
-  for (int step = 2; step <= 4; step += 2) {
-    ASSERT_TRUE(WriteCheckpoint(RunDir(dir_, 2), StateFor(Ab(), step), 3).ok());
-  }
+  for (int step = 2; step <= 4; step += 2) Save(RunDir(dir_, 2), step, 3);
   // Pruning stayed inside each run: the old run's higher steps did not push out the new ones.
   EXPECT_EQ(Steps(1), (std::set<int64_t>{8, 10, 12}));
   EXPECT_EQ(Steps(2), (std::set<int64_t>{2, 4}));
 
-  const fs::path stale = fs::path(RunDir(dir_, 2)) / "ckpt-00000006.bin.tmp";
-  std::ofstream(stale) << "half a checkpoint";
+  // A save that crashed before its rename.
+  const fs::path stale = fs::path(RunDir(dir_, 2)) / "ckpt-00000006.tmp";
+  fs::create_directories(stale);
+  std::ofstream(stale / "rank-00000.bin") << "half a checkpoint";
   absl::StatusOr<int> resumed = OpenRun(dir_, /*resume=*/true);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(*resumed, 2);
   EXPECT_FALSE(fs::exists(stale));
-  std::vector<std::string> rejected;
-  std::string path;
-  const std::optional<CheckpointState> state = LoadNewestValid(RunDir(dir_, 2), &rejected, &path);
-  ASSERT_TRUE(state.has_value());
-  EXPECT_EQ(state->step, 4);
-  EXPECT_TRUE(rejected.empty());
+  EXPECT_EQ(CheckpointSteps(RunDir(dir_, 2)), (std::vector<int64_t>{4, 2}));
+  std::ifstream latest(RunDir(dir_, 2) + "/latest");
+  std::string name;
+  latest >> name;
+  EXPECT_EQ(name, "ckpt-00000004");
 }
 
 TEST_F(CheckpointTest, ResumeWithoutAnyRunStartsRunOne) {

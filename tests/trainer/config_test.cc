@@ -23,6 +23,25 @@ TEST(ConfigTest, ReadsNumbersAndStringsAndRoundTrips) {
   EXPECT_EQ(ToJson(*again), ToJson(*config));
 }
 
+TEST(ConfigTest, ShardGroupNodeRoundTripsAndNeedsZero) {
+  absl::StatusOr<Config> config = ParseConfig(R"({"zero": 2, "shard_group": "node"})", "inline");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->shard_group, kShardGroupNode);
+  EXPECT_TRUE(absl::StrContains(ToJson(*config), "\"shard_group\": \"node\""));
+  absl::StatusOr<Config> again = ParseConfig(ToJson(*config), "round trip");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->shard_group, kShardGroupNode);
+  EXPECT_TRUE(Validate(*config, 4).ok());
+
+  Config plain = *config;
+  plain.zero = 0;
+  EXPECT_TRUE(
+      absl::StrContains(Validate(plain, 4).message(),
+                        "shard_group=node shards optimizer state: it needs zero=1, 2 or 3"));
+  ASSERT_TRUE(ApplyOverride(&plain, "shard_group=-2").ok());
+  EXPECT_TRUE(absl::StrContains(Validate(plain, 4).message(), "shard_group must be a number"));
+}
+
 TEST(ConfigTest, ErrorsNameTheSourceAndWhere) {
   struct Case {
     const char* text;

@@ -10,7 +10,8 @@
 //    steps of the baby config;
 //  - training makes progress: the loss falls by at least 30% in 50 steps;
 //  - resume: stopping at a step and resuming gives bit-identical losses afterwards;
-//  - a corrupt or truncated newest checkpoint is reported and the previous one is used;
+//  - checkpoints are written by the ranks that hold the state, one file each, and a corrupt,
+//    truncated or unfinished newest checkpoint is reported and the previous one is used;
 //  - a fresh run into a used directory gets its own run directory, and resume continues it;
 //  - resuming with a changed model or global batch fails, naming what differs;
 //  - invalid configs fail up front with a clear message.
@@ -28,10 +29,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "checkpoint.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
 #include "time_scale.h"
+#include "weft/shard/checkpoint.h"
 
 namespace weft::testing {
 namespace {
@@ -40,6 +41,12 @@ namespace fs = std::filesystem;
 using Env = std::vector<std::pair<std::string, std::string>>;
 
 constexpr double kDataParallelRelTol = 1e-5;
+
+// A tensor of a checkpoint, whole.
+struct SavedTensor {
+  shard::TensorInfo info;
+  std::vector<float> values;
+};
 
 // One parallel layout of the same job: ranks, gradient accumulation, ZeRO stage, transport, and
 // one more setting.
@@ -81,6 +88,11 @@ class TrainTest : public ::testing::Test {
       argv = {WEFTRUN, "-n", std::to_string(ranks), "--timeout", std::to_string(60 * TimeScale()),
               "--"};
     }
+    // Ranks that pretend to live on the hosts WEFT_FAKE_HOSTS names, one word per rank.
+    if (std::any_of(env.begin(), env.end(),
+                    [](const auto& e) { return e.first == "WEFT_FAKE_HOSTS"; })) {
+      argv.push_back(WITH_HOST);
+    }
     argv.insert(argv.end(),
                 {WEFT_TRAIN, "--config", config_, "--out", (dir_ / out).string(), "--set",
                  "data=" + (dir_ / "corpus.txt").string(), "--set", "sample_tokens=0"});
@@ -108,15 +120,26 @@ class TrainTest : public ::testing::Test {
   }
   std::map<int, std::string> Losses(const std::string& out) { return Metric(out, "loss"); }
 
-  // The checkpoint written after `step` anywhere under DIR/checkpoints.
-  trainer::CheckpointState Checkpoint(const std::string& out, int step) {
-    const std::string name = absl::StrFormat("ckpt-%08d.bin", step);
+  // The parameters of the checkpoint written after `step` anywhere under DIR/checkpoints, as
+  // whole tensors in manifest order, after verifying every file.
+  std::vector<SavedTensor> Checkpoint(const std::string& out, int step) {
+    const std::string name = absl::StrFormat("ckpt-%08d", step);
     for (const auto& entry : fs::recursive_directory_iterator(dir_ / out / "checkpoints")) {
       if (entry.path().filename() != name) continue;
-      absl::StatusOr<trainer::CheckpointState> state =
-          trainer::ReadCheckpoint(entry.path().string());
-      EXPECT_TRUE(state.ok()) << state.status();
-      return state.ok() ? *std::move(state) : trainer::CheckpointState{};
+      absl::StatusOr<std::unique_ptr<shard::CheckpointReader>> reader =
+          shard::CheckpointReader::Open(entry.path().string());
+      EXPECT_TRUE(reader.ok()) << reader.status();
+      if (!reader.ok()) return {};
+      EXPECT_TRUE((*reader)->Verify().ok());
+      std::vector<SavedTensor> tensors;
+      for (const shard::ManifestTensor& t : (*reader)->manifest().tensors) {
+        tensors.push_back({t.info, std::vector<float>(t.info.elements())});
+        EXPECT_TRUE((*reader)
+                        ->Read(static_cast<int>(tensors.size() - 1), (*reader)->FindArray("params"),
+                               0, t.info.elements(), tensors.back().values.data())
+                        .ok());
+      }
+      return tensors;
     }
     ADD_FAILURE() << "no " << name << " under " << out;
     return {};
@@ -138,31 +161,34 @@ void ExpectOk(const ProcessResult& r) {
 // part of each attention bias is the exception: softmax ignores a shift shared by a row's scores,
 // so that bias's gradient is zero in exact arithmetic and fp32 rounding noise in practice, which
 // AdamW turns into steps of random sign. It only has to stay as small as noise (‖·‖ ≤ 1e-4).
-void ExpectSameParams(const trainer::CheckpointState& ref, const trainer::CheckpointState& got,
+void ExpectSameParams(const std::vector<SavedTensor>& ref, const std::vector<SavedTensor>& got,
                       double rel, const std::string& what) {
-  ASSERT_EQ(got.tensors, ref.tensors) << what;
-  ASSERT_EQ(got.params.size(), ref.params.size()) << what;
-  const auto compare = [&](const std::string& name, size_t begin, size_t end, bool noise) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  const auto compare = [&](const std::string& name, const float* a, const float* b, size_t n,
+                           bool noise) {
     double diff = 0, norm = 0;
-    for (size_t i = begin; i < end; ++i) {
-      const double d = static_cast<double>(got.params[i]) - ref.params[i];
+    for (size_t i = 0; i < n; ++i) {
+      const double d = static_cast<double>(b[i]) - a[i];
       diff += d * d;
-      norm += static_cast<double>(ref.params[i]) * ref.params[i];
+      norm += static_cast<double>(a[i]) * a[i];
     }
     EXPECT_LE(std::sqrt(diff), noise ? 1e-4 : rel * std::sqrt(norm))
         << what << " " << name << ": difference " << std::sqrt(diff) << ", relative "
         << std::sqrt(diff / norm);
   };
-  for (const trainer::TensorRecord& t : ref.tensors) {
-    size_t size = 1;
-    for (int64_t d : t.shape) size *= static_cast<size_t>(d);
-    if (t.name.ends_with("attn.qkv.b")) {  // query | key | value
+  for (size_t t = 0; t < ref.size(); ++t) {
+    const std::string& name = ref[t].info.name;
+    ASSERT_EQ(got[t].info, ref[t].info) << what;
+    const float* a = ref[t].values.data();
+    const float* b = got[t].values.data();
+    const size_t size = ref[t].values.size();
+    if (name.ends_with("attn.qkv.b")) {  // query | key | value
       const size_t third = size / 3;
-      compare(t.name + " (query)", t.offset, t.offset + third, false);
-      compare(t.name + " (key)", t.offset + third, t.offset + 2 * third, true);
-      compare(t.name + " (value)", t.offset + 2 * third, t.offset + size, false);
+      compare(name + " (query)", a, b, third, false);
+      compare(name + " (key)", a + third, b + third, third, true);
+      compare(name + " (value)", a + 2 * third, b + 2 * third, size - 2 * third, false);
     } else {
-      compare(t.name, t.offset, t.offset + size, false);
+      compare(name, a, b, size, false);
     }
   }
 }
@@ -175,7 +201,7 @@ void TrainTest::ExpectLayoutsMatchSingleRank(const std::vector<Layout>& layouts)
   const std::map<int, std::string> ref_norm = Metric("ref", "grad_norm");
   ASSERT_EQ(ref_loss.size(), 20u);
   ASSERT_EQ(ref_norm.size(), 20u);
-  const trainer::CheckpointState ref_state = Checkpoint("ref", 20);
+  const std::vector<SavedTensor> ref_state = Checkpoint("ref", 20);
   for (const Layout& layout : layouts) {
     const std::string out = absl::StrCat("r", layout.ranks, "a", layout.accum, "z", layout.zero,
                                          layout.transport, layout.set);
@@ -267,7 +293,32 @@ TEST_F(TrainTest, ZeroStagesMatchSingleRankOverTcp) {
                                 {4, 1, 2, "tcp", "shard_group=2"}});
 }
 
-// A checkpoint holds whole tensors whatever layout wrote it: a run stopped after step 6 on 4
+// shard_group=node takes the shard groups from the hosts the communicator found: on two pretend
+// nodes of two ranks each, ZeRO-3 shards over 2 ranks and replicates across the nodes, and still
+// follows one rank; nodes of unequal size are refused, naming the sizes.
+TEST_F(TrainTest, ShardGroupNodeShardsInsideEachNode) {
+  ExpectOk(Train(0, "ref", {}));
+  const Env nodes = {{"WEFT_FAKE_HOSTS", "a a b b"}, {"WEFT_SOCKET_IFNAME", "lo"}};
+  const std::vector<std::string> args = {"--set", "zero=3", "--set", "shard_group=node"};
+  const ProcessResult r = Train(4, "node", args, nodes);
+  ExpectOk(r);
+  EXPECT_TRUE(absl::StrContains(r.output, "sharded over 2 ranks")) << r.output;
+  for (const char* key : {"loss", "grad_norm"}) {
+    const std::map<int, std::string> ref = Metric("ref", key), got = Metric("node", key);
+    ASSERT_EQ(got.size(), ref.size()) << key;
+    for (const auto& [step, value] : ref) {
+      EXPECT_LE(std::abs(std::stod(got.at(step)) - std::stod(value)),
+                kDataParallelRelTol * std::abs(std::stod(value)))
+          << key << " step " << step;
+    }
+  }
+  const ProcessResult uneven =
+      Train(4, "uneven", args, {{"WEFT_FAKE_HOSTS", "a a a b"}, {"WEFT_SOCKET_IFNAME", "lo"}});
+  EXPECT_NE(uneven.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(uneven.output, "the nodes hold 1 to 3 ranks")) << uneven.output;
+}
+
+// Any layout reads a checkpoint whatever layout saved it: a run stopped after step 6 on 4
 // ranks with ZeRO-3 resumes on 4 ranks with ZeRO-3 bit-identically, and on 3 ranks with ZeRO-2,
 // 2 ranks with ZeRO-1, 2 ranks without ZeRO and 1 rank within 1e-5 of the uninterrupted run (a
 // global batch of 12 divides among them all).
@@ -337,7 +388,7 @@ TEST_F(TrainTest, ResumeIsBitIdenticalOnTwoRanks) {
   second.insert(second.end(), {"--resume", "auto"});
   const ProcessResult resumed = Train(2, "split", second);
   ExpectOk(resumed);
-  EXPECT_TRUE(absl::StrContains(resumed.output, "(step 6)")) << resumed.output;
+  EXPECT_TRUE(absl::StrContains(resumed.output, "(step 6, saved by 2 ranks")) << resumed.output;
   EXPECT_EQ(Losses("split"), Losses("full"));
 }
 
@@ -352,36 +403,65 @@ TEST_F(TrainTest, TwoRunsOnTwoRanksAreBitIdenticalWithTheTunersPicks) {
   EXPECT_EQ(Metric("second", "grad_norm"), Metric("first", "grad_norm"));
 }
 
-TEST_F(TrainTest, CorruptOrTruncatedCheckpointFallsBackToThePreviousOne) {
+TEST_F(TrainTest, CorruptTruncatedOrUnfinishedCheckpointFallsBackToThePreviousOne) {
   const std::vector<std::string> args = {"--steps", "10", "--set", "checkpoint_every=4"};
-  ExpectOk(Train(0, "full", args));
+  ExpectOk(Train(2, "full", args));
   const std::map<int, std::string> full = Losses("full");
 
-  for (const std::string damage : {"flip", "truncate"}) {
+  const std::pair<std::string, std::string> damages[] = {
+      {"flip", "rank-00001.bin fails its checksum"},
+      {"truncate", "rank-00000.bin holds"},
+      {"unfinished", "has no manifest.json"}};
+  for (const auto& [damage, message] : damages) {
     const std::string out = "run_" + damage;
     std::vector<std::string> first = args;
     first.insert(first.end(), {"--stop-after", "8"});
-    ExpectOk(Train(0, out, first));
-    const fs::path newest = dir_ / out / "checkpoints" / "run-001" / "ckpt-00000008.bin";
-    ASSERT_TRUE(fs::exists(newest));
+    ExpectOk(Train(2, out, first));
+    const fs::path newest = dir_ / out / "checkpoints" / "run-001" / "ckpt-00000008";
+    ASSERT_TRUE(fs::exists(newest / "manifest.json"));
     if (damage == "flip") {
-      std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
-      f.seekg(static_cast<std::streamoff>(fs::file_size(newest) / 2));
+      const fs::path file = newest / "rank-00001.bin";
+      std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(static_cast<std::streamoff>(fs::file_size(file) / 2));
       const char c = static_cast<char>(f.peek());
-      f.seekp(static_cast<std::streamoff>(fs::file_size(newest) / 2));
+      f.seekp(static_cast<std::streamoff>(fs::file_size(file) / 2));
       f.put(static_cast<char>(c ^ 0x10));
+    } else if (damage == "truncate") {
+      fs::resize_file(newest / "rank-00000.bin", fs::file_size(newest / "rank-00000.bin") - 100);
     } else {
-      fs::resize_file(newest, fs::file_size(newest) - 100);
+      fs::remove(newest / "manifest.json");
     }
     std::vector<std::string> second = args;
     second.insert(second.end(), {"--resume", "auto"});
-    const ProcessResult resumed = Train(0, out, second);
+    const ProcessResult resumed = Train(2, out, second);
     ExpectOk(resumed);
-    EXPECT_TRUE(
-        absl::StrContains(resumed.output, damage == "flip" ? "checksum mismatch" : "truncated"))
-        << resumed.output;
-    EXPECT_TRUE(absl::StrContains(resumed.output, "(step 4)")) << resumed.output;
+    EXPECT_TRUE(absl::StrContains(resumed.output, message)) << resumed.output;
+    EXPECT_TRUE(absl::StrContains(resumed.output, "(step 4,")) << resumed.output;
     EXPECT_EQ(Losses(out), full) << damage;
+  }
+}
+
+// Each rank writes the slices it holds; one group of a hybrid layout saves for all of them.
+TEST_F(TrainTest, CheckpointsAreWrittenByTheRanksThatHoldTheState) {
+  struct Case {
+    int ranks;
+    std::string set;
+    size_t files;
+  };
+  for (const Case& c : {Case{4, "zero=3", 4}, Case{4, "shard_group=2", 2}, Case{2, "zero=0", 2}}) {
+    const std::string out = absl::StrCat("r", c.ranks, c.set);
+    std::vector<std::string> args = {"--steps", "2", "--set", "zero=2", "--set", c.set};
+    ExpectOk(Train(c.ranks, out, args));
+    absl::StatusOr<std::unique_ptr<shard::CheckpointReader>> reader = shard::CheckpointReader::Open(
+        (dir_ / out / "checkpoints" / "run-001" / "ckpt-00000002").string());
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    const shard::Manifest& m = (*reader)->manifest();
+    EXPECT_EQ(m.world, c.ranks) << out;
+    EXPECT_EQ(m.files.size(), c.files) << out;
+    EXPECT_EQ(m.arrays, (std::vector<std::string>{"params", "adam_m", "adam_v"}));
+    EXPECT_EQ(m.metadata.Find("world")->Find("ranks")->integer, c.ranks);
+    EXPECT_TRUE((*reader)->Verify().ok()) << out;
+    EXPECT_EQ(Checkpoint(out, 2).size(), m.tensors.size());
   }
 }
 
@@ -428,7 +508,7 @@ std::set<int> CheckpointSteps(const fs::path& run_dir) {
   std::set<int> steps;
   for (const auto& entry : fs::directory_iterator(run_dir)) {
     const std::string name = entry.path().filename().string();
-    if (name.starts_with("ckpt-") && name.ends_with(".bin")) {
+    if (name.starts_with("ckpt-") && !name.ends_with(".tmp")) {
       steps.insert(std::stoi(name.substr(5, 8)));
     }
   }
@@ -451,13 +531,14 @@ TEST_F(TrainTest, FreshRunIntoAUsedDirectoryKeepsBothRunsAndResumeContinuesTheNe
   EXPECT_EQ(CheckpointSteps(run2), (std::set<int>{2, 4}));
 
   // A crash mid-write leaves a .tmp. The schedule and lr may change on resume, the model may not.
-  const fs::path stale = run2 / "ckpt-00000005.bin.tmp";  // a step this test never writes
-  std::ofstream(stale) << "half a checkpoint";
+  const fs::path stale = run2 / "ckpt-00000005.tmp";  // a step this test never writes
+  fs::create_directories(stale);
+  std::ofstream(stale / "rank-00000.bin") << "half a checkpoint";
   std::vector<std::string> resume = every2;
   resume.insert(resume.end(), {"--steps", "8", "--set", "lr=0.002", "--resume", "auto"});
   const ProcessResult resumed = Train(0, "out", resume);
   ExpectOk(resumed);
-  EXPECT_TRUE(absl::StrContains(resumed.output, "run-002/ckpt-00000004.bin (step 4)"))
+  EXPECT_TRUE(absl::StrContains(resumed.output, "run-002/ckpt-00000004 (step 4,"))
       << resumed.output;
   EXPECT_FALSE(fs::exists(stale));
   EXPECT_EQ(CheckpointSteps(run1), (std::set<int>{8, 10, 12}));

@@ -81,6 +81,10 @@ class Communicator {
 
   int rank() const;
   int size() const;
+  // The ranks of this communicator on this rank's host, ascending: a node, as hierarchical
+  // algorithms and hybrid sharding group ranks (from the host identities exchanged at creation,
+  // which WEFT_HOSTNAME overrides).
+  std::vector<int> NodeRanks() const;
 
   // recv[i] = op over ranks of send[i], on every rank. count elements each.
   Work AllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
