@@ -165,12 +165,14 @@ absl::Status DataParallel::FinishBackward(absl::Duration* comm_wait) {
 absl::Status DataParallel::Update(double lr, double* grad_norm, absl::Duration* comm_wait) {
   if (zero_ == nullptr) {
     *grad_norm = ClipByGlobalNorm(model_->grads(), model_->num_params(), config_.grad_clip);
-    adam_->Step(model_->params(), model_->grads(), lr);
+    adam_->Step({model_->params()}, {model_->grads()}, lr);
     return absl::OkStatus();
   }
-  float* grads = zero_->shard_grads();
-  const size_t n = zero_->layout().shard_size();
-  double squares = SumOfSquares(grads, n);
+  const shard::ShardLayout& shards = zero_->layout();
+  double squares = 0.0;
+  for (int u = 0; u < shards.num_units(); ++u) {
+    squares += SumOfSquares(zero_->GradSlice(u), shards.slice(u));
+  }
   const absl::Time start = absl::Now();
   // Over one shard group: the replicas hold the same slices.
   absl::Status s = shard_comm_->AllReduce(&squares, &squares, 1, DataType::kFloat64, ReduceOp::kSum)
@@ -178,8 +180,14 @@ absl::Status DataParallel::Update(double lr, double* grad_norm, absl::Duration* 
   *comm_wait += absl::Now() - start;
   if (!s.ok()) return s;
   *grad_norm = std::sqrt(squares);
-  ClipToNorm(grads, n, *grad_norm, config_.grad_clip);
-  adam_->Step(zero_->shard_params(), grads, lr);
+  std::vector<float*> params;
+  std::vector<const float*> grads;
+  for (int u = 0; u < shards.num_units(); ++u) {
+    ClipToNorm(zero_->GradSlice(u), shards.slice(u), *grad_norm, config_.grad_clip);
+    params.push_back(zero_->ParamSlice(u));
+    grads.push_back(zero_->GradSlice(u));
+  }
+  adam_->Step(params, grads, lr);
   s = zero_->GatherParams();
   *comm_wait += zero_->TakeWait();
   return s;
@@ -203,7 +211,18 @@ absl::Status DataParallel::FullState(std::vector<float>* params, std::vector<flo
     return absl::OkStatus();
   }
   for (std::vector<float>* full : {params, m, v}) full->assign(model_->num_params(), 0.0f);
-  absl::Status s = zero_->GatherShards(zero_->shard_params(), params->data());
+  const shard::ShardLayout& shards = zero_->layout();
+  absl::Status s;
+  if (zero_->stage() < 3) {
+    // The full parameters are resident and current after GatherParams.
+    std::copy_n(model_->params(), model_->num_params(), params->data());
+  } else {
+    std::vector<float> slices(shards.shard_size());
+    for (int u = 0; u < shards.num_units(); ++u) {
+      std::copy_n(zero_->ParamSlice(u), shards.slice(u), slices.data() + shards.shard_offset(u));
+    }
+    s = zero_->GatherShards(slices.data(), params->data());
+  }
   if (s.ok()) s = zero_->GatherShards(adam_->m().data(), m->data());
   if (s.ok()) s = zero_->GatherShards(adam_->v().data(), v->data());
   zero_->TakeWait();
@@ -230,9 +249,9 @@ size_t DataParallel::state_bytes() const {
   const size_t flat = model_->num_params();
   if (zero_ == nullptr) return (2 * flat + 2 * adam_->owned_size()) * sizeof(float);
   const size_t shard = zero_->layout().shard_size();
-  size_t floats = 2 * shard + 2 * adam_->owned_size();  // shard params, shard grads, moments
-  if (zero_->stage() <= 2) floats += flat;              // the full parameters
-  if (zero_->stage() == 1) floats += flat;              // the full gradients
+  size_t floats = 2 * adam_->owned_size();       // the moments
+  floats += zero_->stage() <= 2 ? flat : shard;  // full parameters, or their slices
+  floats += zero_->stage() == 1 ? flat : shard;  // full gradients, or their slices
   return floats * sizeof(float);
 }
 
