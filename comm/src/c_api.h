@@ -1,14 +1,15 @@
 // What the C API's handles are (weft/comm/weft.h), shared by the c_api*.cc files.
 //
-// A weftComm_t owns a CommCore through a shared_ptr, and every call copies that pointer for its
-// duration: weftCommAbort frees the handle while calls on other threads are still inside, and
-// the communicator goes when the last of them returns. Requests hold the CommShared part only,
-// so a request may outlive its communicator and never keeps one alive.
+// A weftComm_t counts its own reference and every call in progress on it (Use): weftCommAbort
+// drops the handle's reference while calls on other threads are still inside, and the last of
+// them frees the handle and its communicator. Requests hold the CommShared part only, so a
+// request may outlive its communicator and never keeps one alive.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -76,23 +77,27 @@ class CommShared {
   int rank() const { return rank_; }
 
   // The result of an operation that failed with `status`, recorded as the communicator's async
-  // error when it is the first. A later operation refused because an earlier one failed
-  // (FailedPrecondition) returns the first failure's code.
+  // error when it is the first. An operation refused because the communicator failed before it
+  // returns the code of that first failure.
   weftResult_t Failed(const absl::Status& status);
   // Remembers an issued operation until it finishes.
   void Track(const Work& work);
-  // The first failure among the finished operations, OK while there is none. Never blocks.
-  absl::Status AsyncError();
+  // The code of the first failure among the finished operations (weftSuccess while there is
+  // none), and its message. Never blocks.
+  weftResult_t AsyncError(std::string* message);
   CallbackThread& callbacks() { return callbacks_; }
 
  private:
-  // With mu_ held: drops finished operations from the front, recording the first failure.
+  // With mu_ held: drops finished operations, recording the first failure among them.
   void RefreshLocked();
+  // With mu_ held: records `status` when it is the first failure; returns its code.
+  weftResult_t NoteLocked(const absl::Status& status);
 
   const int rank_;
   std::mutex mu_;
-  std::deque<Work> in_flight_;  // guarded by mu_; finish in issue order
-  absl::Status first_error_;    // guarded by mu_
+  std::deque<Work> in_flight_;             // guarded by mu_
+  absl::Status first_error_;               // guarded by mu_
+  weftResult_t first_code_ = weftSuccess;  // guarded by mu_
   CallbackThread callbacks_;
 };
 
@@ -104,8 +109,27 @@ struct CommCore {
 
 // Wraps a new communicator into a handle.
 weftComm_t NewHandle(std::unique_ptr<Communicator> comm);
-// The core behind `comm`, or nullptr after setting the error "<function>: comm is NULL".
-std::shared_ptr<CommCore> CoreOf(weftComm_t comm, const char* function);
+// Drops one reference on `comm`: the last one frees it.
+void Release(weftComm_t comm);
+
+// A call in progress on a handle, which keeps it alive until the call returns.
+class Use {
+ public:
+  // On a NULL handle, sets the error "<function>: comm is NULL" and holds nothing.
+  Use(weftComm_t comm, const char* function);
+  ~Use() {
+    if (comm_ != nullptr) Release(comm_);
+  }
+  Use(const Use&) = delete;
+  Use& operator=(const Use&) = delete;
+
+  explicit operator bool() const { return comm_ != nullptr; }
+  CommCore& core() const;
+  const std::shared_ptr<CommCore>& shared_core() const;
+
+ private:
+  weftComm_t comm_;
+};
 
 // Issues one operation with `issue` (a call on the Communicator) and completes the C call:
 // waits when `request` is NULL (or, inside a group, leaves that to weftGroupEnd), otherwise
@@ -123,17 +147,18 @@ template <typename Issue>
 weftResult_t RunOp(weftComm_t comm, weftRequest_t* request, const char* function, Issue&& issue) {
   return Guarded(function, [&]() -> weftResult_t {
     if (request != nullptr) *request = nullptr;
-    std::shared_ptr<CommCore> core = CoreOf(comm, function);
-    if (core == nullptr) return weftInvalidArgument;
-    if (InGroup()) JoinGroup(core, request == nullptr);
-    return Finish(*core, issue(*core->comm), request);
+    const Use use(comm, function);
+    if (!use) return weftInvalidArgument;
+    if (InGroup()) JoinGroup(use.shared_core(), request == nullptr);
+    return Finish(use.core(), issue(*use.core().comm), request);
   });
 }
 
 }  // namespace weft::capi
 
 struct weftComm {
-  std::shared_ptr<weft::capi::CommCore> core;
+  std::shared_ptr<weft::capi::CommCore> core;  // shared with the thread groups it is part of
+  std::atomic<int> refs{1};  // the handle's own, until destroyed or aborted, and one per call
 };
 
 // Released when the user has freed it and its callback (if any) has returned.

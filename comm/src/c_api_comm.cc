@@ -24,13 +24,20 @@ weftComm_t NewHandle(std::unique_ptr<Communicator> comm) {
   return new weftComm{std::move(core)};
 }
 
-std::shared_ptr<CommCore> CoreOf(weftComm_t comm, const char* function) {
+void Release(weftComm_t comm) {
+  if (comm->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete comm;
+}
+
+Use::Use(weftComm_t comm, const char* function) : comm_(comm) {
   if (comm == nullptr) {
     SetError(weftInvalidArgument, absl::StrCat(function, ": comm is NULL"));
-    return nullptr;
+    return;
   }
-  return comm->core;
+  comm->refs.fetch_add(1, std::memory_order_relaxed);  // the caller holds a reference already
 }
+
+CommCore& Use::core() const { return *comm_->core; }
+const std::shared_ptr<CommCore>& Use::shared_core() const { return comm_->core; }
 
 namespace {
 
@@ -198,8 +205,8 @@ weftResult_t weftCommInitWithStoreConfig(weftComm_t* comm, const weftStore_t* st
       return Invalid(kFunction, absl::StrCat("rank ", rank, " is not in [0, ", nranks, ")"));
     }
     weft::capi::CallbackStore adapter(*store);
-    absl::StatusOr<std::unique_ptr<Communicator>> made = weft::CreateWithStore(
-        adapter, weft::capi::NextStoreKey(store->ctx), rank, nranks, options);
+    absl::StatusOr<std::unique_ptr<Communicator>> made =
+        weft::CreateWithStore(adapter, weft::capi::NextStoreKey(store->ctx), rank, nranks, options);
     if (!made.ok() && adapter.failed() != weftSuccess) {
       return SetError(adapter.failed(), absl::StrCat(kFunction, ": ", made.status().message()));
     }
@@ -216,13 +223,14 @@ weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t* newc
                            const weftConfig_t* config) {
   constexpr const char* kFunction = "weftCommSplit";
   return Init(kFunction, newcomm, "newcomm", config, [&](const weft::CommOptions& options) {
-    std::shared_ptr<weft::capi::CommCore> core = weft::capi::CoreOf(comm, kFunction);
-    if (core == nullptr) return weftInvalidArgument;
+    const weft::capi::Use use(comm, kFunction);
+    if (!use) return weftInvalidArgument;
     if (weft::capi::InGroup()) {
       return SetError(weftInvalidUsage, "weftCommSplit: not inside a group");
     }
+    Communicator& parent = *use.core().comm;
     absl::StatusOr<std::unique_ptr<Communicator>> child =
-        config == nullptr ? core->comm->Split(color, key) : core->comm->Split(color, key, options);
+        config == nullptr ? parent.Split(color, key) : parent.Split(color, key, options);
     if (!child.ok()) return weft::capi::Fail(kFunction, child.status());
     if (*child == nullptr) return weftSuccess;  // WEFT_SPLIT_NOCOLOR
     return weft::capi::Created(kFunction, std::move(child), newcomm);
@@ -230,52 +238,53 @@ weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t* newc
 }
 
 weftResult_t weftCommDestroy(weftComm_t comm) {
-  if (comm == nullptr) return Invalid("weftCommDestroy", "comm is NULL");
   return Guarded("weftCommDestroy", [&] {
-    if (comm->core->shared->callbacks().OnThisThread()) {
+    const weft::capi::Use use(comm, "weftCommDestroy");
+    if (!use) return weftInvalidArgument;
+    if (use.core().shared->callbacks().OnThisThread()) {
       return SetError(weftInvalidUsage,
                       "weftCommDestroy: called from one of the communicator's own callbacks");
     }
-    std::shared_ptr<weft::capi::CommCore> core = std::move(comm->core);
-    delete comm;
-    core.reset();  // the communicator goes here, unless a call on another thread still holds it
+    weft::capi::Release(comm);  // the handle's own: the communicator goes as this call returns
     return weftSuccess;
   });
 }
 
 weftResult_t weftCommAbort(weftComm_t comm) {
-  if (comm == nullptr) return Invalid("weftCommAbort", "comm is NULL");
   return Guarded("weftCommAbort", [&] {
-    std::shared_ptr<weft::capi::CommCore> core = std::move(comm->core);
-    delete comm;
-    core->comm->Abort();
-    return weftSuccess;  // the communicator goes with the last call still inside it
+    const weft::capi::Use use(comm, "weftCommAbort");
+    if (!use) return weftInvalidArgument;
+    use.core().comm->Abort();
+    weft::capi::Release(comm);  // the handle's own: the last call inside frees it
+    return weftSuccess;
   });
 }
 
 weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError) {
   if (asyncError == nullptr) return Invalid("weftCommGetAsyncError", "asyncError is NULL");
   return Guarded("weftCommGetAsyncError", [&] {
-    std::shared_ptr<weft::capi::CommCore> core = weft::capi::CoreOf(comm, "weftCommGetAsyncError");
-    if (core == nullptr) return weftInvalidArgument;
-    const absl::Status error = core->shared->AsyncError();
-    *asyncError = weft::capi::ToResult(error);
-    if (!error.ok()) SetError(*asyncError, std::string(error.message()));
+    const weft::capi::Use use(comm, "weftCommGetAsyncError");
+    if (!use) return weftInvalidArgument;
+    std::string message;
+    *asyncError = use.core().shared->AsyncError(&message);
+    if (*asyncError != weftSuccess) SetError(*asyncError, message);
     return weftSuccess;
   });
 }
 
 weftResult_t weftCommCount(weftComm_t comm, int* count) {
-  if (comm == nullptr || count == nullptr) return Invalid("weftCommCount", "comm or count is NULL");
-  *count = comm->core->comm->size();
+  if (count == nullptr) return Invalid("weftCommCount", "count is NULL");
+  const weft::capi::Use use(comm, "weftCommCount");
+  if (!use) return weftInvalidArgument;
+  *count = use.core().comm->size();
   return weftSuccess;
 }
 
 weftResult_t weftCommUserRank(weftComm_t comm, int* rank) {
-  if (comm == nullptr || rank == nullptr) {
-    return Invalid("weftCommUserRank", "comm or rank is NULL");
-  }
-  *rank = comm->core->comm->rank();
+  if (rank == nullptr) return Invalid("weftCommUserRank", "rank is NULL");
+  const weft::capi::Use use(comm, "weftCommUserRank");
+  if (!use) return weftInvalidArgument;
+  *rank = use.core().comm->rank();
   return weftSuccess;
 }
 

@@ -3,13 +3,14 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "backoff.h"
 #include "c_api.h"
 
 namespace weft::capi {
 namespace {
 
-void Release(weftRequest_t request) {
+void ReleaseRequest(weftRequest_t request) {
   if (request->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete request;
 }
 
@@ -20,17 +21,20 @@ weftResult_t ResultOf(weftRequest_t request) {
   return SetError(request->shared->Failed(status), std::string(status.message()));
 }
 
+// How the engine refuses an operation once the communicator has failed (engine.cc): its own
+// code, FailedPrecondition, would read as a usage error.
+bool RefusedAfterFailure(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kFailedPrecondition &&
+         absl::StrContains(status.message(), "not run because an earlier operation failed");
+}
+
 }  // namespace
 
 weftResult_t CommShared::Failed(const absl::Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
   RefreshLocked();
-  if (first_error_.ok()) {
-    first_error_ = status;
-  } else if (status.code() == absl::StatusCode::kFailedPrecondition) {
-    return ToResult(first_error_);
-  }
-  return ToResult(status);
+  const weftResult_t code = NoteLocked(status);
+  return RefusedAfterFailure(status) ? first_code_ : code;
 }
 
 void CommShared::Track(const Work& work) {
@@ -39,21 +43,33 @@ void CommShared::Track(const Work& work) {
   in_flight_.push_back(work);
 }
 
-absl::Status CommShared::AsyncError() {
+weftResult_t CommShared::AsyncError(std::string* message) {
   std::lock_guard<std::mutex> lock(mu_);
   RefreshLocked();
-  return first_error_;
+  *message = std::string(first_error_.message());
+  return first_code_;
 }
 
 void CommShared::RefreshLocked() {
   // Issue order is completion order, but a group's operations are issued at its end: scan all.
   auto finished = [this](const Work& work) {
     if (!work.Test()) return false;
-    if (absl::Status s = work.status(); !s.ok() && first_error_.ok()) first_error_ = std::move(s);
+    if (absl::Status s = work.status(); !s.ok()) NoteLocked(s);
     return true;
   };
   in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(), finished),
                    in_flight_.end());
+}
+
+weftResult_t CommShared::NoteLocked(const absl::Status& status) {
+  // Every operation of ours is waited on or tracked, so a refusal with no failure recorded
+  // before it means that another rank's failure stopped the communicator.
+  const weftResult_t code = RefusedAfterFailure(status) ? weftRemoteError : ToResult(status);
+  if (first_error_.ok()) {
+    first_error_ = status;
+    first_code_ = code;
+  }
+  return code;
 }
 
 bool CallbackThread::Add(weftRequest_t request) {
@@ -116,7 +132,7 @@ void CallbackThread::Loop(std::shared_ptr<State> state) {
                              "communicator was destroyed")
               : ResultOf(request);
     request->callback(request, result, request->user_data);
-    Release(request);
+    ReleaseRequest(request);
   }
 }
 
@@ -172,7 +188,7 @@ weftResult_t weftRequestSetCallback(weftRequest_t request, weftCallback_t callba
 }
 
 weftResult_t weftRequestFree(weftRequest_t request) {
-  if (request != nullptr) weft::capi::Release(request);
+  if (request != nullptr) weft::capi::ReleaseRequest(request);
   return weftSuccess;
 }
 
