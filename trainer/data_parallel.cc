@@ -189,12 +189,14 @@ absl::Status DataParallel::FinishBackward(absl::Duration* comm_wait) {
 absl::Status DataParallel::Update(double lr, double* grad_norm, absl::Duration* comm_wait) {
   if (zero_ == nullptr) {
     *grad_norm = ClipByGlobalNorm(model_->grads(), model_->num_params(), config_.grad_clip);
-    adam_->Step(model_->params(), model_->grads(), lr);
+    adam_->Step({model_->params()}, {model_->grads()}, lr);
     return absl::OkStatus();
   }
-  float* grads = zero_->shard_grads();
-  const size_t n = zero_->layout().shard_size();
-  double squares = SumOfSquares(grads, n);
+  const shard::ShardLayout& shards = zero_->layout();
+  double squares = 0.0;
+  for (int u = 0; u < shards.num_units(); ++u) {
+    squares += SumOfSquares(zero_->GradSlice(u), shards.slice(u));
+  }
   const absl::Time start = absl::Now();
   // Over one shard group: the replicas hold the same slices.
   absl::Status s = shard_comm_->AllReduce(&squares, &squares, 1, DataType::kFloat64, ReduceOp::kSum)
@@ -202,8 +204,14 @@ absl::Status DataParallel::Update(double lr, double* grad_norm, absl::Duration* 
   *comm_wait += absl::Now() - start;
   if (!s.ok()) return s;
   *grad_norm = std::sqrt(squares);
-  ClipToNorm(grads, n, *grad_norm, config_.grad_clip);
-  adam_->Step(zero_->shard_params(), grads, lr);
+  std::vector<float*> params;
+  std::vector<const float*> grads;
+  for (int u = 0; u < shards.num_units(); ++u) {
+    ClipToNorm(zero_->GradSlice(u), shards.slice(u), *grad_norm, config_.grad_clip);
+    params.push_back(zero_->ParamSlice(u));
+    grads.push_back(zero_->GradSlice(u));
+  }
+  adam_->Step(params, grads, lr);
   s = zero_->GatherParams();
   *comm_wait += zero_->TakeWait();
   return s;
@@ -267,8 +275,8 @@ std::vector<shard::SavedPiece> DataParallel::CheckpointPieces() {
       pieces.push_back({t,
                         first - view.offset,
                         last - first,
-                        {zero_->shard_params() + shards.shard_offset(u) + in_slice,
-                         adam_->m().data() + moment, adam_->v().data() + moment}});
+                        {zero_->ParamSlice(u) + in_slice, adam_->m().data() + moment,
+                         adam_->v().data() + moment}});
     }
   }
   return pieces;
@@ -319,24 +327,36 @@ absl::Status DataParallel::LoadCheckpoint(const shard::CheckpointReader& reader,
   return absl::OkStatus();
 }
 
+DataParallel::MemoryFigures DataParallel::Memory() const {
+  const size_t flat = model_->num_params() * sizeof(float);
+  MemoryFigures m;
+  m.optimizer = 2 * adam_->owned_size() * sizeof(float);
+  if (zero_ == nullptr) {
+    m.params = m.grads = flat;
+    if (reducer_ != nullptr) {
+      for (int b = 0; b < reducer_->plan().num_buckets(); ++b) {
+        const shard::Bucket& bucket = reducer_->plan().bucket(b);
+        if (bucket.contiguous == nullptr) m.buckets += bucket.bytes;  // staged, not in place
+      }
+    }
+    return m;
+  }
+  const size_t shard = zero_->layout().shard_size() * sizeof(float);
+  m.params = zero_->stage() <= 2 ? flat : shard;  // full parameters, or their slices
+  m.grads = zero_->stage() == 1 ? flat : shard;   // full gradients, or their slices
+  m.gathered = zero_->peak_gathered_bytes();
+  m.buckets = zero_->peak_gradient_bytes();
+  return m;
+}
+
 size_t DataParallel::state_bytes() const {
-  const size_t flat = model_->num_params();
-  if (zero_ == nullptr) return (2 * flat + 2 * adam_->owned_size()) * sizeof(float);
-  const size_t shard = zero_->layout().shard_size();
-  size_t floats = 2 * shard + 2 * adam_->owned_size();  // shard params, shard grads, moments
-  if (zero_->stage() <= 2) floats += flat;              // the full parameters
-  if (zero_->stage() == 1) floats += flat;              // the full gradients
-  return floats * sizeof(float);
+  const MemoryFigures m = Memory();
+  return m.params + m.grads + m.optimizer;
 }
 
 size_t DataParallel::buffer_bytes() const {
-  if (zero_ != nullptr) return zero_->peak_gradient_bytes() + zero_->peak_gathered_bytes();
-  if (reducer_ == nullptr) return 0;
-  size_t bytes = 0;
-  for (int b = 0; b < reducer_->plan().num_buckets(); ++b) {
-    if (reducer_->plan().bucket(b).contiguous == nullptr) bytes += reducer_->plan().bucket(b).bytes;
-  }
-  return bytes;
+  const MemoryFigures m = Memory();
+  return m.gathered + m.buckets;
 }
 
 std::string DataParallel::MemoryReport() const {
@@ -347,12 +367,16 @@ std::string DataParallel::MemoryReport() const {
   const double model = 4 * psi * (stage >= 3 ? 1.0 / n : 1.0) +
                        4 * psi * (stage >= 2 ? 1.0 / n : 1.0) +
                        8 * psi * (stage >= 1 ? 1.0 / n : 1.0);
+  const MemoryFigures m = Memory();
   return absl::StrFormat(
-      "memory per rank (zero=%d, sharded over %d rank%s): state %.2f MiB (optimizer moments %.2f "
-      "MiB) against "
-      "the model's %.2f MiB; buffers so far %.2f MiB",
-      stage, n, n == 1 ? "" : "s", state_bytes() * mib,
-      2 * adam_->owned_size() * sizeof(float) * mib, model * mib, buffer_bytes() * mib);
+      "memory per rank (zero=%d, %s): parameters %.2f + gradients %.2f + "
+      "optimizer %.2f = state %.2f MiB, the model's %.2f MiB (ratio %.3f); peaks so far: gathered "
+      "parameters %.2f MiB, gradient buckets %.2f MiB",
+      stage,
+      stage == 0 ? std::string("not sharded")
+                 : absl::StrCat("sharded over ", n, " rank", n == 1 ? "" : "s"),
+      m.params * mib, m.grads * mib, m.optimizer * mib, state_bytes() * mib, model * mib,
+      static_cast<double>(state_bytes()) / model, m.gathered * mib, m.buckets * mib);
 }
 
 }  // namespace weft::trainer

@@ -2,12 +2,12 @@
 //
 //   zero = 0  every rank keeps everything; gradients are all-reduced in buckets while backward
 //             runs (shard::GradReducer), and every rank applies AdamW to the whole model.
-//   zero = 1  every rank keeps the AdamW moments (and the parameters it updates) for its slices
-//             only (shard::ShardLayout over the model's units); gradients are reduce-scattered
-//             into those slices after backward, the rank updates its slices, and the updated
-//             parameters are all-gathered.
+//   zero = 1  every rank keeps the AdamW moments for its slices only (shard::ShardLayout over
+//             the model's units); gradients are reduce-scattered in place into those slices of the
+//             full gradients after backward, the rank updates its slices of the full parameters,
+//             and the updated parameters are all-gathered in place.
 //   zero = 2  as 1, with each unit's reduce-scatter issued as soon as backward finishes the unit
-//             and its full gradient released once reduced.
+//             into compact gradient slices, and its full gradient released once reduced.
 //   zero = 3  as 2, and the full parameters too are resident only around their use: a unit is
 //             all-gathered before its forward and again before its backward (the next unit
 //             prefetched while the current one computes, within max_gathered_mb) and released
@@ -106,6 +106,14 @@ class DataParallel : public UnitHooks {
 
  private:
   DataParallel(const Config& config, Communicator* comm, Gpt* model);
+  // Bytes this rank holds, by kind: kept between steps (parameters, gradients, optimizer moments;
+  // full or sliced as the stage says) and the peaks of what it holds only during a step.
+  struct MemoryFigures {
+    size_t params = 0, grads = 0, optimizer = 0;
+    size_t gathered = 0;  // zero = 3: gathered units alive at once
+    size_t buckets = 0;   // staged all-reduce buckets, or full unit gradients under zero >= 2
+  };
+  MemoryFigures Memory() const;
   // The unit the model uses after `unit` in `pass` (UnitHooks' order), or -1.
   int NextUnit(int unit, Pass pass) const;
   // The flat ranges whose moments this rank keeps, and where each starts in AdamW's compact

@@ -12,22 +12,26 @@ AdamW::AdamW(const ParamLayout& layout, const AdamWSettings& settings,
     : settings_(settings) {
   if (owned.empty()) owned.push_back({0, layout.total()});
   size_t compact = 0;
-  for (const shard::Range& range : owned) {
+  for (size_t r = 0; r < owned.size(); ++r) {
+    const shard::Range& range = owned[r];
     const size_t end = range.begin + range.length;
     for (const TensorView& t : layout.tensors()) {
       const size_t first = std::max(range.begin, t.offset);
       const size_t last = std::min(end, t.offset + t.size);
       if (first >= last) continue;
-      segments_.push_back({compact + (first - range.begin), last - first, t.weight_decay});
+      const size_t offset = first - range.begin;
+      segments_.push_back({r, offset, compact + offset, last - first, t.weight_decay});
     }
     compact += range.length;
   }
+  num_ranges_ = owned.size();
   m_.assign(compact, 0.0f);
   v_.assign(compact, 0.0f);
 }
 
 // Compiled for AVX-512, AVX2 and baseline; the same IEEE operations per element in each.
-WEFT_VECTOR_CLONES void AdamW::Step(float* params, const float* grads, double lr) {
+WEFT_VECTOR_CLONES void AdamW::Step(const std::vector<float*>& params,
+                                    const std::vector<const float*>& grads, double lr) {
   ++step_;
   const float b1 = static_cast<float>(settings_.beta1);
   const float b2 = static_cast<float>(settings_.beta2);
@@ -39,8 +43,8 @@ WEFT_VECTOR_CLONES void AdamW::Step(float* params, const float* grads, double lr
   float* v = v_.data();
   for (const Segment& s : segments_) {
     const float decay = s.decay ? static_cast<float>(lr * settings_.weight_decay) : 0.0f;
-    float* p = params + s.compact;
-    const float* g = grads + s.compact;
+    float* p = params[s.range] + s.offset;
+    const float* g = grads[s.range] + s.offset;
     float* ms = m + s.compact;
     float* vs = v + s.compact;
     for (size_t i = 0; i < s.count; ++i) {

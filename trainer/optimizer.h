@@ -1,9 +1,10 @@
 // AdamW over the flat parameter buffer, global-norm clipping and the learning-rate schedule.
 //
-// An AdamW updates the flat ranges of the layout it owns (all of it, or a ZeRO rank's slices) and
-// keeps moments for those ranges only, back to back. Weight decay is decoupled (θ -= lr · wd · θ,
-// not added to the gradient) and applies only to tensors the layout marks (matrices and
-// embeddings), also where a range boundary cuts a tensor; padding between units is not touched.
+// An AdamW updates the flat ranges of the layout it owns (all of it, or a ZeRO rank's slices),
+// each wherever the caller keeps it, and keeps moments for those ranges only, back to back. Weight
+// decay is decoupled (θ -= lr · wd · θ, not added to the gradient) and applies only to tensors the
+// layout marks (matrices and embeddings), also where a range boundary cuts a tensor; padding
+// between units is not touched.
 #pragma once
 
 #include <cstdint>
@@ -27,10 +28,12 @@ class AdamW {
   AdamW(const ParamLayout& layout, const AdamWSettings& settings,
         std::vector<shard::Range> owned = {});
 
-  // One update with learning rate `lr` (the step count advances by one). `params` and `grads`
-  // hold the owned ranges back to back (for the whole layout: the flat buffers).
-  void Step(float* params, const float* grads, double lr);
-  // Elements of the owned ranges: the size of params, grads, m() and v().
+  // One update with learning rate `lr` (the step count advances by one). params[i] and grads[i]
+  // point at owned range i (num_ranges() of each; for the whole layout: the flat buffers).
+  void Step(const std::vector<float*>& params, const std::vector<const float*>& grads, double lr);
+  // Owned ranges: the pointers Step takes of each.
+  size_t num_ranges() const { return num_ranges_; }
+  // Elements of the owned ranges: the size of m() and v().
   size_t owned_size() const { return m_.size(); }
 
   int64_t step() const { return step_; }
@@ -40,15 +43,18 @@ class AdamW {
   void set_step(int64_t step) { step_ = step; }
 
  private:
-  // A run of one tensor's elements inside the owned ranges.
+  // A run of one tensor's elements inside one owned range.
   struct Segment {
-    size_t compact = 0;  // first element in params, grads and the moments
+    size_t range = 0;    // which owned range
+    size_t offset = 0;   // first element in that range's params and grads
+    size_t compact = 0;  // first element in the moments
     size_t count = 0;
     bool decay = false;
   };
 
   AdamWSettings settings_;
   std::vector<Segment> segments_;
+  size_t num_ranges_ = 0;
   std::vector<float> m_, v_;
   int64_t step_ = 0;
 };

@@ -43,8 +43,8 @@ ZeroReducer::ZeroReducer(Communicator* comm, ShardLayout layout, FlatBuffer* gra
       grads_(grads),
       params_(params),
       options_(options),
-      shard_params_(layout_.shard_size(), 0.0f),
-      shard_grads_(layout_.shard_size(), 0.0f),
+      shard_params_(options_.stage == 3 ? layout_.shard_size() : 0, 0.0f),
+      shard_grads_(options_.stage >= 2 ? layout_.shard_size() : 0, 0.0f),
       ready_(layout_.num_units(), 0),
       reductions_(layout_.num_units()),
       replica_sums_(layout_.num_units()),
@@ -81,14 +81,24 @@ absl::Status ZeroReducer::CheckLayoutAcrossRanks() {
   return absl::OkStatus();
 }
 
+float* ZeroReducer::ParamSlice(int u) {
+  if (options_.stage == 3) return shard_params_.data() + layout_.shard_offset(u);
+  return params_->data() + layout_.owned(comm_->rank(), u).begin;
+}
+
+float* ZeroReducer::GradSlice(int u) {
+  if (options_.stage >= 2) return shard_grads_.data() + layout_.shard_offset(u);
+  return grads_->data() + layout_.owned(comm_->rank(), u).begin;
+}
+
 void ZeroReducer::LoadShard() {
+  if (options_.stage < 3) return;  // the slices are the owned ranges of `params` already
   for (int u = 0; u < layout_.num_units(); ++u) {
     const Range owned = layout_.owned(comm_->rank(), u);
-    std::copy_n(params_->data() + owned.begin, owned.length,
-                shard_params_.data() + layout_.shard_offset(u));
+    std::copy_n(params_->data() + owned.begin, owned.length, ParamSlice(u));
   }
   // Stage 3 keeps only the slices: the full parameters' pages go back to the kernel.
-  if (options_.stage == 3) params_->Release(0, layout_.total());
+  params_->Release(0, layout_.total());
 }
 
 void ZeroReducer::BeginBackward(bool sync) {
@@ -140,7 +150,7 @@ absl::Status ZeroReducer::IssueReplicaReductions(bool wait) {
     } else if (!reductions_[u].Test()) {
       return absl::OkStatus();
     }
-    float* slice = shard_grads_.data() + layout_.shard_offset(u);
+    float* slice = GradSlice(u);
     const int replicas = options_.replicas->size();
     bytes_sent_ += 2 * layout_.slice(u) * (replicas - 1) / replicas * sizeof(float);
     replica_sums_[u] = options_.replicas->AllReduce(slice, slice, layout_.slice(u),
@@ -156,9 +166,9 @@ void ZeroReducer::IssueReadyUnits() {
     const int u = units - 1 - next_to_issue_;
     if (!ready_[u]) return;
     bytes_sent_ += layout_.slice(u) * (layout_.ranks() - 1) * sizeof(float);
-    reductions_[u] =
-        comm_->ReduceScatter(GradientsFor(u), shard_grads_.data() + layout_.shard_offset(u),
-                             layout_.slice(u), DataType::kFloat32, ReduceOp::kAvg);
+    // Stage 1: in place, GradSlice(u) being this rank's block of GradientsFor(u).
+    reductions_[u] = comm_->ReduceScatter(GradientsFor(u), GradSlice(u), layout_.slice(u),
+                                          DataType::kFloat32, ReduceOp::kAvg);
     ++next_to_issue_;
   }
 }
@@ -209,8 +219,8 @@ absl::Status ZeroReducer::Finish() {
 
 Work ZeroReducer::GatherUnit(int u, float* into) {
   bytes_sent_ += layout_.slice(u) * (layout_.ranks() - 1) * sizeof(float);
-  return comm_->AllGather(shard_params_.data() + layout_.shard_offset(u), into, layout_.slice(u),
-                          DataType::kFloat32);
+  // In place when `into` is unit u's range of `params` under stages 1-2.
+  return comm_->AllGather(ParamSlice(u), into, layout_.slice(u), DataType::kFloat32);
 }
 
 absl::Status ZeroReducer::GatherParams() {

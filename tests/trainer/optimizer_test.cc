@@ -41,7 +41,7 @@ TEST(AdamW, MatchesHandWorkedStepsWithBiasCorrectionAndDecoupledDecay) {
           static_cast<float>((static_cast<int>(i) - 3) * 0.1 + 0.05 * step * (i % 2 ? 1 : -1));
     }
     const double lr = lrs[step - 1];
-    adam.Step(params.data(), grads.data(), lr);
+    adam.Step({params.data()}, {grads.data()}, lr);
     for (size_t i = 0; i < params.size(); ++i) {
       const double g = grads[i];
       m[i] = 0.9 * m[i] + 0.1 * g;
@@ -66,9 +66,49 @@ TEST(AdamW, FirstStepMovesEveryParameterByAboutTheLearningRate) {
   AdamW adam(layout, AdamWSettings{0.9, 0.95, 1e-8, 0.1});
   std::vector<float> params(4, 1.0f);
   const std::vector<float> grads = {1e-3f, -2.0f, 50.0f, -0.01f};
-  adam.Step(params.data(), grads.data(), 0.01);
+  adam.Step({params.data()}, {grads.data()}, 0.01);
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_NEAR(params[i], 1.0 - 0.01 * (grads[i] > 0 ? 1 : -1), 1e-6) << i;
+  }
+}
+
+TEST(AdamW, OwnedRangesWhereverTheyLiveMatchTheWholeLayoutBitForBit) {
+  // Two owned ranges, each cutting a tensor (the decayed matrix, the undecayed bias), held in
+  // separate buffers: every owned element must follow the whole-layout update exactly, with the
+  // decay of the tensor it belongs to, and the moments stay compact.
+  ParamLayout layout;
+  layout.Add("w", {2, 3}, /*weight_decay=*/true);
+  layout.Add("b", {5}, /*weight_decay=*/false);
+  const AdamWSettings settings{0.9, 0.95, 1e-8, 0.1};
+  const std::vector<shard::Range> owned = {{1, 4}, {7, 3}};
+  AdamW whole(layout, settings);
+  AdamW ranges(layout, settings, owned);
+  ASSERT_EQ(ranges.num_ranges(), 2u);
+  ASSERT_EQ(ranges.owned_size(), 7u);
+
+  std::vector<float> params(layout.total());
+  for (size_t i = 0; i < params.size(); ++i) params[i] = 0.3f * static_cast<float>(i) - 1.1f;
+  std::vector<std::vector<float>> slices;
+  for (const shard::Range& r : owned) {
+    slices.emplace_back(params.begin() + r.begin, params.begin() + r.begin + r.length);
+  }
+  for (int step = 1; step <= 3; ++step) {
+    std::vector<float> grads(params.size());
+    for (size_t i = 0; i < grads.size(); ++i) {
+      grads[i] = static_cast<float>((static_cast<int>(i) - 5) * 0.07 + 0.02 * step);
+    }
+    whole.Step({params.data()}, {grads.data()}, 1e-2 * step);
+    ranges.Step({slices[0].data(), slices[1].data()},
+                {grads.data() + owned[0].begin, grads.data() + owned[1].begin}, 1e-2 * step);
+    size_t compact = 0;
+    for (size_t r = 0; r < owned.size(); ++r) {
+      for (size_t i = 0; i < owned[r].length; ++i, ++compact) {
+        const size_t flat = owned[r].begin + i;
+        EXPECT_EQ(slices[r][i], params[flat]) << "step " << step << " element " << flat;
+        EXPECT_EQ(ranges.m()[compact], whole.m()[flat]) << "step " << step << " element " << flat;
+        EXPECT_EQ(ranges.v()[compact], whole.v()[flat]) << "step " << step << " element " << flat;
+      }
+    }
   }
 }
 

@@ -4,28 +4,32 @@
 //   (*zero)->LoadShard();                         // this rank's slices of the initial parameters
 //   (*zero)->BeginBackward(/*sync=*/last_micro_step);
 //   ... backward: (*zero)->MarkUnitReady(u) as each unit's gradient becomes final ...
-//   absl::Status s = (*zero)->Finish(timeout);  // shard_grads(): this rank's averaged slices
-//   ... clip, update shard_params() ...
-//   s = (*zero)->GatherParams(timeout);           // stages 1-2: the full parameters, everywhere
+//   absl::Status s = (*zero)->Finish();           // GradSlice(u): this rank's averaged slices
+//   ... clip GradSlice(u), update ParamSlice(u) for every unit u ...
+//   s = (*zero)->GatherParams();                  // stages 1-2: the full parameters, everywhere
 //
-// `grads` and `params` are the full flat buffers the layout describes; this rank's slices of the
-// parameters live in shard_params() (the optimizer updates them there) and of the averaged
-// gradient in shard_grads(). A unit's gradient is reduce-scattered (kAvg) from its place in
-// `grads` into shard_grads(), one collective per unit, issued last unit first (the order backward
-// finishes them) on every rank: a unit that is ready waits for the units after it, because
-// collectives must match across ranks. With sync = false (gradient accumulation's non-final
-// micro-steps) nothing is communicated.
+// `grads` and `params` are the full flat buffers the layout describes. ParamSlice(u) is where this
+// rank's slice of unit u's parameters lives (the optimizer updates it there) and GradSlice(u)
+// where its slice of the averaged gradient lands: each stage keeps one copy of each, nothing
+// twice. A unit's gradient is reduce-scattered (kAvg) into GradSlice(u), one collective per unit,
+// issued last unit first (the order backward finishes them) on every rank: a unit that is ready
+// waits for the units after it, because collectives must match across ranks. With sync = false
+// (gradient accumulation's non-final micro-steps) nothing is communicated.
 //
-//   stage 1  the reduce-scatters are issued by Finish; GatherParams all-gathers every unit.
+//   stage 1  the reduce-scatters are issued by Finish, in place in `grads`: GradSlice(u) is this
+//            rank's owned range of unit u there (the rest of the unit holds partial sums after
+//            it). Parameter slices live in place in `params` (ParamSlice(u) is the owned range),
+//            and GatherParams all-gathers every unit in place.
 //   stage 2  a unit's full gradient lives in a pooled buffer (GradientsFor(u), zeroed, BufferPool)
 //            from backward's first write to the completion of its reduce-scatter, which is issued
-//            as soon as the unit is ready; `grads` is not used.
-//   stage 3  as 2, and a unit's full parameters live in a pooled buffer only around their use:
-//            Acquire(u) all-gathers unit u into one (or waits for its prefetch), Prefetch(u)
-//            starts that early while the gathered bytes stay within max_gathered_bytes,
-//            ReleaseParams(u) returns it. GatherParams releases every unit instead (the next pass
-//            gathers them); `params` holds the full parameters only for LoadShard and
-//            GatherAllParams.
+//            as soon as the unit is ready; `grads` is not used, and the gradient slices are kept
+//            compact, back to back. Parameters as stage 1.
+//   stage 3  as 2, and the parameter slices too are kept compact; a unit's full parameters live
+//            in a pooled buffer only around their use: Acquire(u) all-gathers unit u into one (or
+//            waits for its prefetch), Prefetch(u) starts that early while the gathered bytes stay
+//            within max_gathered_bytes, ReleaseParams(u) returns it. GatherParams releases every
+//            unit instead (the next pass gathers them); `params` holds the full parameters only
+//            for LoadShard and GatherAllParams.
 //
 // Hybrid sharding: `comm` is one shard group (ZeroOptions::replicas the ranks holding the same
 // slices in the other groups). After a unit's reduce-scatter inside the group, its slice of the
@@ -75,12 +79,15 @@ class ZeroReducer {
 
   const ShardLayout& layout() const { return layout_; }
   int stage() const { return options_.stage; }
-  // This rank's slices of the parameters, and of the averaged gradient after Finish
-  // (layout().shard_size() elements each).
-  float* shard_params() { return shard_params_.data(); }
-  float* shard_grads() { return shard_grads_.data(); }
-  // Copies this rank's slices out of the full parameters (after they were initialised or loaded
-  // there); stage 3 then releases the full parameters.
+  // This rank's slice of unit u's parameters (layout().slice(u) elements), wherever the stage
+  // keeps it: stages 1-2 its owned range of `params`, stage 3 a compact copy.
+  float* ParamSlice(int u);
+  // This rank's slice of unit u's averaged gradient after Finish (layout().slice(u) elements):
+  // stage 1 its owned range of `grads`, stages 2-3 a compact copy.
+  float* GradSlice(int u);
+  // Takes this rank's slices of the full parameters (after they were initialised or loaded
+  // there): stages 1-2 keep them in place, so nothing moves; stage 3 copies them out and releases
+  // the full parameters.
   void LoadShard();
 
   // Starts a backward pass. sync = false: accumulate locally, communicate nothing.
@@ -143,14 +150,14 @@ class ZeroReducer {
   FlatBuffer* grads_;
   FlatBuffer* params_;
   ZeroOptions options_;
-  std::vector<float> shard_params_;
-  std::vector<float> shard_grads_;
-  std::vector<char> ready_;         // per unit, this pass
-  std::vector<Work> reductions_;    // per unit, this pass
-  std::vector<Work> replica_sums_;  // per unit, this pass (hybrid)
-  std::vector<float*> unit_grads_;  // per unit (stages 2-3): its pooled gradient, or null
-  std::vector<float*> gathered_;    // per unit (stage 3): its pooled parameters, or null
-  std::vector<Work> gathers_;       // per unit (stage 3): the gather into gathered_
+  std::vector<float> shard_params_;  // stage 3: the parameter slices, back to back
+  std::vector<float> shard_grads_;   // stages 2-3: the gradient slices, back to back
+  std::vector<char> ready_;          // per unit, this pass
+  std::vector<Work> reductions_;     // per unit, this pass
+  std::vector<Work> replica_sums_;   // per unit, this pass (hybrid)
+  std::vector<float*> unit_grads_;   // per unit (stages 2-3): its pooled gradient, or null
+  std::vector<float*> gathered_;     // per unit (stage 3): its pooled parameters, or null
+  std::vector<Work> gathers_;        // per unit (stage 3): the gather into gathered_
   BufferPool grad_pool_, param_pool_;
   int next_to_issue_ = 0;          // counts units issued, last unit first
   int next_replica_to_issue_ = 0;  // the same for the replica all-reduces
