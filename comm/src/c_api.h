@@ -12,6 +12,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -130,6 +131,18 @@ class Use {
  private:
   weftComm_t comm_;
 };
+
+// A call's type and operator in Weft's terms, or the argument error that names the C function
+// (`op` absent: a call without one).
+struct Converted {
+  DataType type = DataType::kUint8;
+  ReduceOp op = ReduceOp::kSum;
+  absl::Status status;
+};
+Converted Convert(const Communicator& comm, const char* function, weftDataType_t type,
+                  std::optional<weftRedOp_t> op = std::nullopt);
+// A Work already finished with an argument error: the communicator is still fine.
+Work Refused(const absl::Status& status);
 
 // Issues one operation with `issue` (a call on the Communicator) and completes the C call:
 // waits when `request` is NULL (or, inside a group, leaves that to weftGroupEnd), otherwise

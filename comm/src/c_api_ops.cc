@@ -68,15 +68,10 @@ std::optional<ReduceOp> ToOp(weftRedOp_t op) {
   }
 }
 
-// A call's converted type and operator, or the argument error that names the C function.
-struct Converted {
-  DataType type = DataType::kUint8;
-  ReduceOp op = ReduceOp::kSum;
-  absl::Status status;
-};
+}  // namespace
 
 Converted Convert(const Communicator& comm, const char* function, weftDataType_t type,
-                  std::optional<weftRedOp_t> op = std::nullopt) {
+                  std::optional<weftRedOp_t> op) {
   Converted c;
   const std::optional<DataType> t = ToType(type);
   const std::optional<ReduceOp> o = op ? ToOp(*op) : std::optional<ReduceOp>(ReduceOp::kSum);
@@ -94,10 +89,7 @@ Converted Convert(const Communicator& comm, const char* function, weftDataType_t
   return c;
 }
 
-// A finished Work failed with `status` (an argument error: the communicator is still fine).
 Work Refused(const absl::Status& status) { return Engine::Finished(status); }
-
-}  // namespace
 
 bool InGroup() { return group.depth > 0; }
 

@@ -45,13 +45,22 @@ void SuiteArgumentErrors(weftComm_t* world) {
   EXPECT_OK(weftGroupEnd());
   EXPECT_RESULT(weftCommSplit(comm, 0, 0, NULL, NULL), weftInvalidArgument);
 
-  /* The variable-count collectives: declared, refused until Weft implements them. */
+  /* The variable-count collectives check their arrays. */
   size_t counts[64] = {0}, displs[64] = {0};
-  EXPECT_RESULT(weftAllGatherV(x, 0, x, counts, displs, weftFloat, comm, &req), weftInvalidUsage);
-  EXPECT_MESSAGE("not yet");
-  EXPECT_RESULT(weftReduceScatterV(x, x, counts, weftFloat, weftSum, comm, NULL), weftInvalidUsage);
-  EXPECT_RESULT(weftAllToAllV(x, counts, displs, x, counts, displs, weftFloat, comm, NULL),
-                weftInvalidUsage);
+  EXPECT_RESULT(weftAllGatherV(x, 0, x, NULL, displs, weftFloat, comm, &req), weftInvalidArgument);
+  snprintf(text, sizeof text, "rank %d: weftAllGatherV: recvcounts is NULL", rank);
+  EXPECT_MESSAGE(text);
+  CHECK(req == NULL);
+  EXPECT_RESULT(weftReduceScatterV(x, x, counts, weftNumTypes, weftSum, comm, NULL),
+                weftInvalidArgument);
+  EXPECT_MESSAGE("weftReduceScatterV: invalid data type 10");
+  EXPECT_RESULT(weftAllToAllV(x, counts, NULL, x, counts, displs, weftFloat, comm, NULL),
+                weftInvalidArgument);
+  EXPECT_MESSAGE("senddispls is NULL");
+  counts[rank] = 1; /* recvcounts[rank] must be this rank's sendcount */
+  EXPECT_RESULT(weftAllGatherV(x, 2, x + 2, counts, displs, weftFloat, comm, NULL),
+                weftInvalidArgument);
+  EXPECT_MESSAGE("all_gather_v");
 
   /* The library, the codes, the small queries. */
   int version = 0, count = 0;

@@ -58,8 +58,9 @@ std::string CaseName(const ::testing::TestParamInfo<Suites::ParamType>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Operations, Suites,
-                         ::testing::Combine(::testing::Values("collectives", "types", "p2p_groups",
-                                                              "split_ids", "requests", "callbacks"),
+                         ::testing::Combine(::testing::Values("collectives", "types", "vcoll",
+                                                              "p2p_groups", "split_ids", "requests",
+                                                              "callbacks"),
                                             ::testing::Values("shm", "tcp"),
                                             ::testing::Values(2, 3)),
                          CaseName);

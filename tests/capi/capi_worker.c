@@ -33,6 +33,7 @@ static const struct {
 } kSuites[] = {
     {"collectives", SuiteCollectives},
     {"types", SuiteTypes},
+    {"vcoll", SuiteVariableCounts},
     {"p2p_groups", SuiteP2pAndGroups},
     {"split_ids", SuiteSplitAndIds},
     {"requests", SuiteRequests},

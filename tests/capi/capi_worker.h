@@ -53,6 +53,7 @@ void SleepMs(int ms);
  * *world to NULL), which the worker otherwise destroys. */
 void SuiteCollectives(weftComm_t* world);
 void SuiteTypes(weftComm_t* world);
+void SuiteVariableCounts(weftComm_t* world);
 void SuiteP2pAndGroups(weftComm_t* world);
 void SuiteSplitAndIds(weftComm_t* world);
 void SuiteRequests(weftComm_t* world);

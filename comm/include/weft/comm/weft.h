@@ -236,19 +236,23 @@ WEFT_API weftResult_t weftAllToAll(const void* sendbuff, void* recvbuff, size_t 
                                    weftRequest_t* request);
 WEFT_API weftResult_t weftBarrier(weftComm_t comm, weftRequest_t* request);
 
-/* Variable counts: every array has nranks entries, in elements. Rank r's sendcount elements
- * land at recvdispls[r] in every rank's recvbuff; recvcounts[r] must equal rank r's sendcount. */
+/* Variable counts (MPI's v-collectives): every array has nranks entries, in elements; counts
+ * may be 0, and receive blocks may lie in any order but must not overlap.
+ * All-gather: rank r's sendcount elements land at recvdispls[r] in every rank's recvbuff;
+ * recvcounts[r] equals rank r's sendcount, and every rank passes the same recvcounts.
+ * In place: sendbuff == recvbuff + recvdispls[rank] elements. */
 WEFT_API weftResult_t weftAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff,
                                      const size_t* recvcounts, const size_t* recvdispls,
                                      weftDataType_t datatype, weftComm_t comm,
                                      weftRequest_t* request);
-/* sendbuff holds the blocks back to back, block r of recvcounts[r] elements; rank r receives
- * the reduced block r. */
+/* sendbuff holds nranks blocks back to back, block r of recvcounts[r] elements (the same
+ * recvcounts on every rank); rank r receives the reduced block r. In place: recvbuff ==
+ * sendbuff + the elements of the blocks before block rank. */
 WEFT_API weftResult_t weftReduceScatterV(const void* sendbuff, void* recvbuff,
                                          const size_t* recvcounts, weftDataType_t datatype,
                                          weftRedOp_t op, weftComm_t comm, weftRequest_t* request);
 /* sendcounts[j] elements at senddispls[j] go to rank j, which receives them at its
- * recvdispls[r] (recvcounts[r] elements) from rank r. */
+ * recvdispls[r] (recvcounts[r] elements, which must equal rank r's sendcounts[j]) from rank r. */
 WEFT_API weftResult_t weftAllToAllV(const void* sendbuff, const size_t* sendcounts,
                                     const size_t* senddispls, void* recvbuff,
                                     const size_t* recvcounts, const size_t* recvdispls,
