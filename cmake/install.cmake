@@ -17,4 +17,7 @@ foreach(lib IN LISTS UCX_LIBRARIES HWLOC_LIBRARIES)
 endforeach()
 file(RELATIVE_PATH WEFT_PC_TO_PREFIX /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/weft.pc.in ${CMAKE_CURRENT_BINARY_DIR}/weft.pc @ONLY)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weft.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# weft-c: the shared library, which carries its dependencies itself.
+configure_file(${CMAKE_CURRENT_LIST_DIR}/weft-c.pc.in ${CMAKE_CURRENT_BINARY_DIR}/weft-c.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weft.pc ${CMAKE_CURRENT_BINARY_DIR}/weft-c.pc
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
