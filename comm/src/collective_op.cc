@@ -79,6 +79,9 @@ void CollectiveOp::FinishAverage() {
       if (peers_.rank() == args_.root)
         DivideBy(args_.dtype, args_.recv, args_.count, peers_.size());
       break;
+    case OpKind::kReduceScatterV:
+      DivideBy(args_.dtype, args_.recv, args_.blocks->recv_counts[peers_.rank()], peers_.size());
+      break;
     default:
       break;
   }
@@ -87,10 +90,7 @@ void CollectiveOp::FinishAverage() {
 std::string CollectiveOp::Describe() const {
   std::string text = absl::StrFormat("%s #%d (%s, %d x %s", Name(args_.kind), envelope_.seq,
                                      Name(algorithm_), args_.count, Name(args_.dtype));
-  if (args_.kind == OpKind::kAllReduce || args_.kind == OpKind::kReduceScatter ||
-      args_.kind == OpKind::kReduce) {
-    absl::StrAppend(&text, " ", Name(args_.op));
-  }
+  if (IsReduction(args_.kind)) absl::StrAppend(&text, " ", Name(args_.op));
   if (args_.kind == OpKind::kBroadcast || args_.kind == OpKind::kReduce) {
     absl::StrAppend(&text, ", root ", args_.root);
   }
@@ -115,10 +115,7 @@ OpSummary CollectiveOp::Summarize() const {
     default:
       break;
   }
-  if (args_.kind == OpKind::kAllReduce || args_.kind == OpKind::kReduceScatter ||
-      args_.kind == OpKind::kReduce) {
-    s.reduce_op = Name(args_.op);
-  }
+  if (IsReduction(args_.kind)) s.reduce_op = Name(args_.op);
   if (args_.kind == OpKind::kBroadcast || args_.kind == OpKind::kReduce) s.root = args_.root;
   if (args_.kind == OpKind::kBarrier) s.dtype = "";
   return s;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -222,6 +223,34 @@ absl::Status WatchFaults(CommState& state, const std::string& job_name) {
   return absl::OkStatus();
 }
 
+// The most bytes a buffer may span.
+constexpr size_t kMaxBytes = static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max());
+
+// Whether [a, a + a_bytes) and [b, b + b_bytes) share a byte.
+bool Overlap(const void* a, size_t a_bytes, uintptr_t b, size_t b_bytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a);
+  return a_bytes > 0 && b_bytes > 0 && x < b + b_bytes && b < x + a_bytes;
+}
+
+// Displacements of `counts` back to back, and their sum in `total` (SIZE_MAX past it: the
+// buffer check then rejects it).
+std::vector<size_t> PackedDisplacements(const std::vector<size_t>& counts, size_t* total) {
+  std::vector<size_t> displs;
+  displs.reserve(counts.size());
+  *total = 0;
+  for (size_t count : counts) {
+    displs.push_back(*total);
+    if (__builtin_add_overflow(*total, count, total)) *total = SIZE_MAX;
+  }
+  return displs;
+}
+
+size_t Sum(const std::vector<size_t>& counts) {
+  size_t total = 0;
+  for (size_t count : counts) total += count;
+  return total;
+}
+
 // Argument checks shared by every call. Errors name the call and this rank.
 class Check {
  public:
@@ -243,9 +272,8 @@ class Check {
                 size_t blocks = 1) {
     if (!status_.ok() || !IsValid(type)) return *this;
     const size_t es = SizeOf(type);
-    const size_t limit = static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max());
     size_t bytes = 0;
-    if (__builtin_mul_overflow(count, es * blocks, &bytes) || bytes > limit) {
+    if (__builtin_mul_overflow(count, es * blocks, &bytes) || bytes > kMaxBytes) {
       Fail(absl::StrCat(name, ": count ", count, (blocks > 1 ? absl::StrCat(" x ", blocks) : ""),
                         " elements of ", Name(type), " overflows the address space"));
     } else if (buffer == nullptr && count > 0) {
@@ -262,6 +290,80 @@ class Check {
   }
   Check& NotSelf(int peer) {
     if (status_.ok() && peer == state_.rank()) Fail("peer is this rank itself");
+    return *this;
+  }
+  // A vector of the *_v collectives: one entry per rank.
+  Check& PerRank(const std::vector<size_t>& entries, const char* name) {
+    if (status_.ok() && entries.size() != static_cast<size_t>(state_.size())) {
+      Fail(absl::StrCat(name, " has ", entries.size(), entries.size() == 1 ? " entry" : " entries",
+                        ", not one per rank (", state_.size(), ")"));
+    }
+    return *this;
+  }
+  // The block a rank sends itself is counted on both sides: they must agree.
+  Check& OwnBlock(size_t count, absl::string_view name, const std::vector<size_t>& counts,
+                  const char* counts_name) {
+    if (!status_.ok()) return *this;
+    if (const size_t own = counts[state_.rank()]; count != own) {
+      Fail(absl::StrCat(name, " is ", count, " but ", counts_name, "[", state_.rank(), "] is ", own,
+                        ": both count this rank's own block"));
+    }
+    return *this;
+  }
+  // Block r of `buffer` is counts[r] elements of `type` at element displs[r] (one entry per rank
+  // each). Every non-empty block lies within the address space and needs a buffer, and blocks
+  // that are received into (`written`) share no element.
+  Check& Blocks(const void* buffer, const char* name, const std::vector<size_t>& counts,
+                const std::vector<size_t>& displs, DataType type, bool written) {
+    if (!status_.ok() || !IsValid(type)) return *this;
+    std::vector<size_t> filled;  // the non-empty blocks
+    for (size_t r = 0; r < counts.size(); ++r) {
+      if (counts[r] == 0) continue;  // its displacement means nothing (as in MPI)
+      size_t end = 0, bytes = 0;
+      if (__builtin_add_overflow(displs[r], counts[r], &end) ||
+          __builtin_mul_overflow(end, SizeOf(type), &bytes) || bytes > kMaxBytes) {
+        Fail(absl::StrCat(name, " block ", r, " (", counts[r], " elements of ", Name(type),
+                          " at displacement ", displs[r], ") overflows the address space"));
+        return *this;
+      }
+      filled.push_back(r);
+    }
+    if (buffer == nullptr && !filled.empty()) {
+      Fail(absl::StrCat(name, " buffer is null (block ", filled[0], " has ", counts[filled[0]],
+                        " elements)"));
+      return *this;
+    }
+    if (!written) return *this;
+    std::sort(filled.begin(), filled.end(),
+              [&](size_t a, size_t b) { return displs[a] < displs[b]; });
+    for (size_t i = 1; i < filled.size(); ++i) {
+      const size_t a = filled[i - 1], b = filled[i];
+      if (displs[a] + counts[a] > displs[b]) {
+        Fail(absl::StrCat(name, " blocks ", a, " and ", b, " overlap (elements ", displs[a], "..",
+                          displs[a] + counts[a] - 1, " and ", displs[b], "..",
+                          displs[b] + counts[b] - 1, ")"));
+        return *this;
+      }
+    }
+    return *this;
+  }
+  // `buffer` (`count` elements) shares no byte with the blocks of `other` unless it is this
+  // rank's block exactly (in place); `counts` and `displs` as for Blocks, already checked.
+  Check& InPlaceOnly(const void* buffer, const char* name, size_t count, const void* other,
+                     const char* other_name, const std::vector<size_t>& counts,
+                     const std::vector<size_t>& displs, DataType type) {
+    if (!status_.ok() || !IsValid(type)) return *this;
+    const size_t es = SizeOf(type);
+    const int me = state_.rank();
+    const auto base = reinterpret_cast<uintptr_t>(other);
+    if (reinterpret_cast<uintptr_t>(buffer) == base + displs[me] * es) return *this;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      if (Overlap(buffer, count * es, base + displs[r] * es, counts[r] * es)) {
+        Fail(absl::StrCat(name, " overlaps ", other_name, " block ", r, "; in place it must be ",
+                          other_name, " block ", me, " exactly"));
+        break;
+      }
+    }
     return *this;
   }
 
@@ -304,7 +406,7 @@ Work Communicator::AllReduce(const void* send, void* recv, size_t count, DataTyp
   check.Type(type).Operator(op).Buffer(send, "send", count, type).Buffer(recv, "recv", count, type);
   if (!check.status().ok()) return Engine::Finished(check.status());
   if (count == 0) return Engine::Finished(absl::OkStatus());
-  return Issue(*state_, {OpKind::kAllReduce, send, recv, count, type, op, -1},
+  return Issue(*state_, {OpKind::kAllReduce, send, recv, count, type, op, -1, nullptr},
                count * SizeOf(type));
 }
 
@@ -317,7 +419,7 @@ Work Communicator::ReduceScatter(const void* send, void* recv, size_t recv_count
       .Buffer(recv, "recv", recv_count, type);
   if (!check.status().ok()) return Engine::Finished(check.status());
   if (recv_count == 0) return Engine::Finished(absl::OkStatus());
-  return Issue(*state_, {OpKind::kReduceScatter, send, recv, recv_count, type, op, -1},
+  return Issue(*state_, {OpKind::kReduceScatter, send, recv, recv_count, type, op, -1, nullptr},
                recv_count * SizeOf(type) * size());
 }
 
@@ -328,7 +430,8 @@ Work Communicator::AllGather(const void* send, void* recv, size_t send_count, Da
       .Buffer(recv, "recv", send_count, type, size());
   if (!check.status().ok()) return Engine::Finished(check.status());
   if (send_count == 0) return Engine::Finished(absl::OkStatus());
-  return Issue(*state_, {OpKind::kAllGather, send, recv, send_count, type, ReduceOp::kSum, -1},
+  return Issue(*state_,
+               {OpKind::kAllGather, send, recv, send_count, type, ReduceOp::kSum, -1, nullptr},
                send_count * SizeOf(type) * size());
 }
 
@@ -338,7 +441,8 @@ Work Communicator::Broadcast(const void* send, void* recv, size_t count, DataTyp
   if (rank() == root) check.Buffer(send, "send", count, type);
   if (!check.status().ok()) return Engine::Finished(check.status());
   if (count == 0) return Engine::Finished(absl::OkStatus());
-  return Issue(*state_, {OpKind::kBroadcast, send, recv, count, type, ReduceOp::kSum, root},
+  return Issue(*state_,
+               {OpKind::kBroadcast, send, recv, count, type, ReduceOp::kSum, root, nullptr},
                count * SizeOf(type));
 }
 
@@ -349,7 +453,8 @@ Work Communicator::Reduce(const void* send, void* recv, size_t count, DataType t
   if (rank() == root) check.Buffer(recv, "recv", count, type);
   if (!check.status().ok()) return Engine::Finished(check.status());
   if (count == 0) return Engine::Finished(absl::OkStatus());
-  return Issue(*state_, {OpKind::kReduce, send, recv, count, type, op, root}, count * SizeOf(type));
+  return Issue(*state_, {OpKind::kReduce, send, recv, count, type, op, root, nullptr},
+               count * SizeOf(type));
 }
 
 Work Communicator::AllToAll(const void* send, void* recv, size_t count, DataType type) {
@@ -359,13 +464,87 @@ Work Communicator::AllToAll(const void* send, void* recv, size_t count, DataType
       .Buffer(recv, "recv", count, type, size());
   if (!check.status().ok()) return Engine::Finished(check.status());
   if (count == 0) return Engine::Finished(absl::OkStatus());
-  return Issue(*state_, {OpKind::kAllToAll, send, recv, count, type, ReduceOp::kSum, -1},
+  return Issue(*state_, {OpKind::kAllToAll, send, recv, count, type, ReduceOp::kSum, -1, nullptr},
                count * SizeOf(type) * size());
 }
 
-Work Communicator::Barrier() {
+Work Communicator::AllGatherV(const void* send, size_t send_count, void* recv,
+                              const std::vector<size_t>& recv_counts,
+                              const std::vector<size_t>& recv_displs, DataType type) {
+  Check check(*state_, "all_gather_v");
+  check.Type(type).PerRank(recv_counts, "recv_counts").PerRank(recv_displs, "recv_displs");
+  if (!check.status().ok()) return Engine::Finished(check.status());
+  check.OwnBlock(send_count, "send_count", recv_counts, "recv_counts")
+      .Buffer(send, "send", send_count, type)
+      .Blocks(recv, "recv", recv_counts, recv_displs, type, /*written=*/true)
+      .InPlaceOnly(send, "send", send_count, recv, "recv", recv_counts, recv_displs, type);
+  if (!check.status().ok()) return Engine::Finished(check.status());
+  auto blocks = std::make_shared<BlockLayout>();
+  blocks->recv_counts = recv_counts;
+  blocks->recv_displs = recv_displs;
+  // Issued even when every block is empty: all ranks then still number it alike.
+  const size_t total = Sum(recv_counts);
+  return Issue(
+      *state_,
+      {OpKind::kAllGatherV, send, recv, total, type, ReduceOp::kSum, -1, std::move(blocks)},
+      total * SizeOf(type));
+}
+
+Work Communicator::ReduceScatterV(const void* send, void* recv,
+                                  const std::vector<size_t>& recv_counts, DataType type,
+                                  ReduceOp op) {
+  Check check(*state_, "reduce_scatter_v");
+  check.Type(type).Operator(op).PerRank(recv_counts, "recv_counts");
+  if (!check.status().ok()) return Engine::Finished(check.status());
+  size_t total = 0;
+  std::vector<size_t> send_displs = PackedDisplacements(recv_counts, &total);
+  const size_t own = recv_counts[rank()];
+  check.Buffer(send, "send", total, type)
+      .Buffer(recv, "recv", own, type)
+      .InPlaceOnly(recv, "recv", own, send, "send", recv_counts, send_displs, type);
+  if (!check.status().ok()) return Engine::Finished(check.status());
+  auto blocks = std::make_shared<BlockLayout>();
+  blocks->send_counts = recv_counts;
+  blocks->send_displs = std::move(send_displs);
+  blocks->recv_counts = recv_counts;
   return Issue(*state_,
-               {OpKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8, ReduceOp::kSum, -1}, 0);
+               {OpKind::kReduceScatterV, send, recv, total, type, op, -1, std::move(blocks)},
+               total * SizeOf(type));
+}
+
+Work Communicator::AllToAllV(const void* send, const std::vector<size_t>& send_counts,
+                             const std::vector<size_t>& send_displs, void* recv,
+                             const std::vector<size_t>& recv_counts,
+                             const std::vector<size_t>& recv_displs, DataType type) {
+  Check check(*state_, "all_to_all_v");
+  check.Type(type)
+      .PerRank(send_counts, "send_counts")
+      .PerRank(send_displs, "send_displs")
+      .PerRank(recv_counts, "recv_counts")
+      .PerRank(recv_displs, "recv_displs");
+  if (!check.status().ok()) return Engine::Finished(check.status());
+  // Send blocks may overlap (they are only read), and send may overlap recv: the algorithm then
+  // sends from a copy.
+  check
+      .OwnBlock(send_counts[rank()], absl::StrCat("send_counts[", rank(), "]"), recv_counts,
+                "recv_counts")
+      .Blocks(send, "send", send_counts, send_displs, type, /*written=*/false)
+      .Blocks(recv, "recv", recv_counts, recv_displs, type, /*written=*/true);
+  if (!check.status().ok()) return Engine::Finished(check.status());
+  auto blocks = std::make_shared<BlockLayout>(
+      BlockLayout{send_counts, send_displs, recv_counts, recv_displs});
+  // Always issued: whether a rank has anything to exchange is its own business, the
+  // operation's number everyone's.
+  const size_t total = Sum(send_counts);
+  return Issue(*state_,
+               {OpKind::kAllToAllV, send, recv, total, type, ReduceOp::kSum, -1, std::move(blocks)},
+               total * SizeOf(type));
+}
+
+Work Communicator::Barrier() {
+  return Issue(
+      *state_,
+      {OpKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8, ReduceOp::kSum, -1, nullptr}, 0);
 }
 
 namespace {
@@ -489,20 +668,6 @@ void Communicator::Abort() { state_->engine().Abort(); }
 absl::StatusOr<std::string> Communicator::DumpFlightRecorder(const std::string& reason) const {
   return state_->engine().DumpRecorder(reason);
 }
-
-namespace {
-
-std::optional<OpKind> CollectiveNamed(const std::string& collective) {
-  static constexpr OpKind kKinds[] = {
-      OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather, OpKind::kBroadcast,
-      OpKind::kReduce,    OpKind::kAllToAll,      OpKind::kBarrier};
-  for (OpKind kind : kKinds) {
-    if (collective == Name(kind)) return kind;
-  }
-  return std::nullopt;
-}
-
-}  // namespace
 
 std::string Communicator::AlgorithmFor(const std::string& collective, size_t bytes) const {
   const std::optional<OpKind> kind = CollectiveNamed(collective);

@@ -27,8 +27,21 @@ const char* Name(OpKind kind) {
       return "send";
     case OpKind::kSplit:
       return "split";
+    case OpKind::kAllGatherV:
+      return "all_gather_v";
+    case OpKind::kReduceScatterV:
+      return "reduce_scatter_v";
+    case OpKind::kAllToAllV:
+      return "all_to_all_v";
   }
   return "unknown-op";
+}
+
+std::optional<OpKind> CollectiveNamed(absl::string_view name) {
+  for (OpKind kind : kCollectiveKinds) {
+    if (name == Name(kind)) return kind;
+  }
+  return std::nullopt;
 }
 
 std::string DescribeEnvelope(const Envelope& e) {
@@ -39,7 +52,7 @@ std::string DescribeEnvelope(const Envelope& e) {
   }
   std::string text = absl::StrFormat("%s #%d count=%d %s", Name(kind), e.seq, e.count,
                                      Name(static_cast<DataType>(e.dtype)));
-  if (kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter || kind == OpKind::kReduce) {
+  if (IsReduction(kind)) {
     absl::StrAppend(&text, " ", Name(static_cast<ReduceOp>(e.op)));
   }
   if (kind == OpKind::kBroadcast || kind == OpKind::kReduce) {

@@ -189,6 +189,33 @@ TEST(ForcedAlgorithms, CmaDirectWhereCrossMemoryAttachIsDeniedFailsNamingItAndWh
   EXPECT_TRUE(absl::StrContains(result.output, kCmaDenied)) << result.output;
 }
 
+// The variable-count collectives on every small rank count over each transport layout; the
+// flight recorder must show each of them, run on its algorithm.
+class VCollectives : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(VCollectives, UnevenBlocksWithZerosAreExact) {
+  const auto& [ranks, layout] = GetParam();
+  const ProcessResult result =
+      RunJob(ranks, "v_collectives", MakeLayout(layout),
+             {{"WEFT_EXPECT_ALGO", "all_gather_v=ring,reduce_scatter_v=ring,all_to_all_v=pairwise"},
+              {"WEFT_FLIGHT_RECORDER_SIZE", "16384"}});
+  ExpectSuccess(result);
+  EXPECT_TRUE(absl::StrContains(result.output, "algorithms checked:")) << result.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, VCollectives,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values("shm", "tcp")),
+                         [](const auto& info) {
+                           return absl::StrCat(std::get<0>(info.param), "ranks_",
+                                               std::get<1>(info.param));
+                         });
+INSTANTIATE_TEST_SUITE_P(Mixed, VCollectives,
+                         ::testing::Combine(::testing::Values(3), ::testing::Values("mixed")),
+                         [](const auto& info) {
+                           return absl::StrCat(std::get<0>(info.param), "ranks_mixed");
+                         });
+
 class Suites : public ::testing::TestWithParam<std::tuple<std::string, std::string, int>> {};
 
 TEST_P(Suites, Pass) {
@@ -213,6 +240,23 @@ TEST_P(Failures, MismatchedCountFailsEveryRankWithoutHanging) {
   EXPECT_FALSE(result.timed_out) << result.output;
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_TRUE(absl::StrContains(result.output, "all_reduce")) << result.output;
+}
+
+TEST_P(Failures, MismatchedVariableCountsFailWithoutHanging) {
+  ProcessResult result =
+      RunJob(3, "mismatch_v", MakeLayout(GetParam()), {{"WEFT_TIMEOUT", "5"}}, 60);
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  const auto reported = [&](absl::string_view name) {
+    for (absl::string_view line : absl::StrSplit(result.output, '\n')) {
+      if (absl::StrContains(line, "expected error: ") && absl::StrContains(line, name)) return true;
+    }
+    return false;
+  };
+  for (const char* name : {"all_gather_v", "reduce_scatter_v", "all_to_all_v"}) {
+    EXPECT_TRUE(reported(name)) << name << " failed nowhere:\n" << result.output;
+  }
+  EXPECT_TRUE(absl::StrContains(result.output, "mismatched operation")) << result.output;
 }
 
 TEST_P(Failures, AbortEndsABlockedOperationPromptly) {

@@ -244,6 +244,222 @@ int SuiteCollectives(Communicator& comm) {
   return failures;
 }
 
+// The variable-count collectives. Their blocks: element counts per rank with zeros among uneven
+// sizes, laid out in buffers with gaps (which must stay untouched) and out of rank order.
+constexpr std::byte kUntouched{0x5a};
+
+std::string CountsText(const std::vector<size_t>& counts) {
+  std::string text;
+  for (size_t c : counts) absl::StrAppend(&text, text.empty() ? "" : ",", c);
+  return text;
+}
+
+// Displacements for `counts` with `gap` elements before each block, the last rank's block first
+// when `reversed`; returns the elements the layout spans.
+size_t LayOut(const std::vector<size_t>& counts, size_t gap, bool reversed,
+              std::vector<size_t>* displs) {
+  const int p = static_cast<int>(counts.size());
+  displs->assign(p, 0);
+  size_t end = 0;
+  for (int i = 0; i < p; ++i) {
+    const int r = reversed ? p - 1 - i : i;
+    (*displs)[r] = end + gap;
+    end += gap + counts[r];
+  }
+  return end;
+}
+
+// Every byte of `buffer` outside the blocks still holds kUntouched.
+void CheckGaps(const std::string& what, const std::vector<std::byte>& buffer, size_t es,
+               const std::vector<size_t>& counts, const std::vector<size_t>& displs) {
+  std::vector<bool> covered(buffer.size());
+  for (size_t r = 0; r < counts.size(); ++r) {
+    std::fill_n(covered.begin() + displs[r] * es, counts[r] * es, true);
+  }
+  for (size_t i = 0; i < buffer.size(); ++i) {
+    if (!covered[i] && buffer[i] != kUntouched) {
+      Fail(absl::StrCat(what, ": byte ", i, " outside every block was written"));
+      return;
+    }
+  }
+}
+
+// Per-rank counts: uneven with zeros, the first rank empty, nothing at all, one element each,
+// and (last) one block larger than the shared-memory round and the TCP stripe.
+std::vector<std::vector<size_t>> CountPatterns(int p) {
+  std::vector<std::vector<size_t>> patterns(5, std::vector<size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    patterns[0][r] = r % 3 == 1 ? 0 : 13 + 5 * r;
+    patterns[1][r] = r == 0 ? 0 : 1031 * r;
+    patterns[2][r] = 0;
+    patterns[3][r] = 1;
+    patterns[4][r] = r == p - 1 ? kLargeCount : 7;
+  }
+  return patterns;
+}
+
+void TestAllGatherV(Communicator& comm, DataType t, const std::vector<size_t>& counts) {
+  const int p = comm.size(), r = comm.rank();
+  const size_t es = SizeOf(t);
+  const ReduceOp op = ReduceOp::kMax;  // selects the wide-range input values
+  std::vector<size_t> displs;
+  const size_t extent = LayOut(counts, 3, /*reversed=*/true, &displs);
+  for (bool in_place : {false, true}) {
+    const std::string what = absl::StrCat("all_gather_v ", Name(t), " counts=", CountsText(counts),
+                                          in_place ? " in-place" : " out-of-place");
+    std::vector<std::byte> recv(extent * es, kUntouched);
+    std::vector<std::byte> send = Inputs(t, op, r, 0, counts[r]);
+    const void* in = send.data();
+    if (in_place) {
+      std::copy(send.begin(), send.end(), recv.begin() + displs[r] * es);
+      in = recv.data() + displs[r] * es;
+    }
+    EXPECT_OK(comm.AllGatherV(in, counts[r], recv.data(), counts, displs, t).Wait());
+    for (int j = 0; j < p; ++j) {
+      CheckCopied(what, t, op, j, 0, recv.data() + displs[j] * es, counts[j]);
+    }
+    CheckGaps(what, recv, es, counts, displs);
+  }
+}
+
+// Global element i of the reduction is element i of every rank's send buffer.
+void TestReduceScatterV(Communicator& comm, DataType t, ReduceOp op,
+                        const std::vector<size_t>& counts) {
+  const int p = comm.size(), r = comm.rank();
+  const size_t es = SizeOf(t);
+  std::vector<size_t> displs;
+  const size_t total = LayOut(counts, 0, /*reversed=*/false, &displs);
+  for (bool in_place : {false, true}) {
+    const std::string what =
+        absl::StrCat("reduce_scatter_v ", Name(t), " ", Name(op), " counts=", CountsText(counts),
+                     in_place ? " in-place" : " out-of-place");
+    std::vector<std::byte> send = Inputs(t, op, r, 0, total);
+    std::vector<std::byte> recv(counts[r] * es);
+    std::byte* out = in_place ? send.data() + displs[r] * es : recv.data();
+    EXPECT_OK(comm.ReduceScatterV(send.data(), out, counts, t, op).Wait());
+    CheckReduced(what, t, op, p, displs[r], out, counts[r]);
+  }
+}
+
+// Elements rank i sends rank j: uneven with zeros (pattern 0), symmetric (1), one large pair
+// (2), nothing (3).
+size_t PairCount(int pattern, int i, int j, int p) {
+  switch (pattern) {
+    case 0:
+      return (i * 3 + j * 5) % 4 == 3 ? 0 : 3 + 7 * i + 2 * j;
+    case 1:
+      return (i + j) % 3 == 1 ? 0 : 5 + i + j + i * j;
+    case 2:
+      return i == 0 && j == p - 1 ? kLargeCount : (i == j ? 0 : 2);
+    default:
+      return 0;
+  }
+}
+
+// Rank i's block for rank j holds global elements j * kPairStride.. of rank i.
+constexpr uint64_t kPairStride = 1000003;
+
+void TestAllToAllV(Communicator& comm, DataType t, int pattern) {
+  const int p = comm.size(), r = comm.rank();
+  const size_t es = SizeOf(t);
+  const ReduceOp op = ReduceOp::kMax;
+  std::vector<size_t> send_counts(p), recv_counts(p);
+  for (int j = 0; j < p; ++j) {
+    send_counts[j] = PairCount(pattern, r, j, p);
+    recv_counts[j] = PairCount(pattern, j, r, p);
+  }
+  // Decided alike on every rank: from the whole matrix.
+  bool symmetric = true;
+  for (int i = 0; i < p; ++i) {
+    for (int j = 0; j < p; ++j)
+      symmetric &= PairCount(pattern, i, j, p) == PairCount(pattern, j, i, p);
+  }
+  for (bool in_place : {false, true}) {
+    // In place the send and receive layouts are one (MPI_IN_PLACE): only symmetric counts.
+    if (in_place && !symmetric) continue;
+    const std::string what = absl::StrCat("all_to_all_v ", Name(t), " pattern ", pattern,
+                                          " send_counts=", CountsText(send_counts),
+                                          in_place ? " in-place" : " out-of-place");
+    std::vector<size_t> send_displs, recv_displs;
+    const size_t send_extent = LayOut(send_counts, 2, /*reversed=*/!in_place, &send_displs);
+    const size_t recv_extent = LayOut(recv_counts, in_place ? 2 : 1, false, &recv_displs);
+    std::vector<std::byte> send(send_extent * es, kUntouched);
+    for (int j = 0; j < p; ++j) {
+      std::vector<std::byte> block = Inputs(t, op, r, j * kPairStride, send_counts[j]);
+      std::copy(block.begin(), block.end(), send.begin() + send_displs[j] * es);
+    }
+    std::vector<std::byte> recv(recv_extent * es, kUntouched);
+    std::vector<std::byte>& out = in_place ? send : recv;
+    EXPECT_OK(comm.AllToAllV(send.data(), send_counts, send_displs, out.data(), recv_counts,
+                             recv_displs, t)
+                  .Wait());
+    for (int i = 0; i < p; ++i) {
+      CheckCopied(what, t, op, i, r * kPairStride, out.data() + recv_displs[i] * es,
+                  recv_counts[i]);
+    }
+    CheckGaps(what, out, es, recv_counts, recv_displs);
+  }
+}
+
+int SuiteVCollectives(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  const std::vector<std::vector<size_t>> patterns = CountPatterns(p);
+  const std::vector<size_t>& large = patterns.back();
+  for (DataType t : kTypes) {
+    for (size_t k = 0; k + 1 < patterns.size(); ++k) {
+      TestAllGatherV(comm, t, patterns[k]);
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+        TestReduceScatterV(comm, t, op, patterns[k]);
+      }
+    }
+    for (int pattern : {0, 1, 3}) TestAllToAllV(comm, t, pattern);
+  }
+  TestAllGatherV(comm, DataType::kFloat32, large);
+  TestReduceScatterV(comm, DataType::kFloat32, ReduceOp::kSum, large);
+  TestReduceScatterV(comm, DataType::kBFloat16, ReduceOp::kAvg, large);
+  TestAllToAllV(comm, DataType::kUint8, 2);
+  TestAllToAllV(comm, DataType::kFloat64, 2);
+  // Empty blocks need no buffer, and their displacements mean nothing.
+  const std::vector<size_t> none(p, 0), nowhere(p, SIZE_MAX / 2);
+  EXPECT_OK(comm.AllGatherV(nullptr, 0, nullptr, none, nowhere, DataType::kFloat64).Wait());
+  EXPECT_OK(comm.ReduceScatterV(nullptr, nullptr, none, DataType::kInt8, ReduceOp::kProd).Wait());
+  EXPECT_OK(
+      comm.AllToAllV(nullptr, none, nowhere, nullptr, none, nowhere, DataType::kFloat16).Wait());
+  // In flight together with the other collectives: they complete in issue order, all exact.
+  const std::vector<size_t>& counts = patterns[0];
+  std::vector<size_t> displs;
+  const size_t total = LayOut(counts, 0, false, &displs);
+  std::vector<std::byte> reduced = Inputs(DataType::kInt32, ReduceOp::kSum, r, 0, 1031);
+  std::vector<std::byte> mine = Inputs(DataType::kInt32, ReduceOp::kMax, r, 0, counts[r]);
+  std::vector<std::byte> gathered(total * 4);
+  std::vector<std::byte> scattered_in = Inputs(DataType::kInt32, ReduceOp::kSum, r, 0, total);
+  std::vector<std::byte> scattered(counts[r] * 4);
+  std::vector<Work> works;
+  works.push_back(
+      comm.AllGatherV(mine.data(), counts[r], gathered.data(), counts, displs, DataType::kInt32));
+  works.push_back(
+      comm.AllReduce(reduced.data(), reduced.data(), 1031, DataType::kInt32, ReduceOp::kSum));
+  works.push_back(comm.ReduceScatterV(scattered_in.data(), scattered.data(), counts,
+                                      DataType::kInt32, ReduceOp::kSum));
+  works.push_back(comm.Barrier());
+  for (auto it = works.rbegin(); it != works.rend(); ++it) EXPECT_OK(it->Wait());
+  for (int j = 0; j < p; ++j) {
+    CheckCopied("all_gather_v in flight", DataType::kInt32, ReduceOp::kMax, j, 0,
+                gathered.data() + displs[j] * 4, counts[j]);
+  }
+  CheckReduced("all_reduce between *_v", DataType::kInt32, ReduceOp::kSum, p, 0, reduced.data(),
+               1031);
+  CheckReduced("reduce_scatter_v in flight", DataType::kInt32, ReduceOp::kSum, p, displs[r],
+               scattered.data(), counts[r]);
+  for (const char* name : {"all_gather_v", "reduce_scatter_v", "all_to_all_v"}) {
+    const std::string ran = comm.AlgorithmFor(name, 1 << 20);
+    const std::string want = absl::EndsWith(name, "all_to_all_v") ? "pairwise" : "ring";
+    if (ran != want) Fail(absl::StrCat(name, " runs on ", ran, ", not ", want));
+  }
+  EXPECT_OK(comm.Barrier().Wait());
+  return failures;
+}
+
 // Tiny collectives may run on the submitting thread (the engine's eager path); a late peer must
 // neither hold the submitter up nor disturb order or results.
 void TestTinyOperationsWithLatePeers(Communicator& comm) {
@@ -441,6 +657,84 @@ void ExpectError(const std::string& what, const Work& work, absl::StatusCode cod
   }
 }
 
+// The *_v collectives' argument errors (for at least two ranks): each names what is wrong.
+void ExpectVariableCountErrors(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  const DataType f32 = DataType::kFloat32;
+  std::vector<float> buf(64 * p), other(64 * p);
+  std::vector<size_t> counts(p, 4), displs(p);
+  for (int j = 0; j < p; ++j) displs[j] = 4 * j;
+  const std::vector<size_t> short_counts(p - 1, 4);
+  ExpectError("all_gather_v counts per rank",
+              comm.AllGatherV(buf.data(), 4, other.data(), short_counts, displs, f32), kInvalid,
+              absl::StrCat("recv_counts has ", p - 1));
+  ExpectError("all_gather_v displacements per rank",
+              comm.AllGatherV(buf.data(), 4, other.data(), counts, short_counts, f32), kInvalid,
+              "recv_displs has");
+  ExpectError("all_gather_v send_count",
+              comm.AllGatherV(buf.data(), 3, other.data(), counts, displs, f32), kInvalid,
+              absl::StrCat("send_count is 3 but recv_counts[", r, "] is 4"));
+  std::vector<size_t> overlapping = displs;
+  overlapping[1] = 2;
+  ExpectError("all_gather_v overlapping blocks",
+              comm.AllGatherV(buf.data(), 4, other.data(), counts, overlapping, f32), kInvalid,
+              "recv blocks 0 and 1 overlap");
+  ExpectError(
+      "all_gather_v send inside another block",
+      comm.AllGatherV(other.data() + displs[(r + 1) % p] + 1, 4, other.data(), counts, displs, f32),
+      kInvalid, absl::StrCat("send overlaps recv block ", (r + 1) % p));
+  ExpectError("all_gather_v null recv",
+              comm.AllGatherV(buf.data(), 4, nullptr, counts, displs, f32), kInvalid,
+              "recv buffer is null");
+  std::vector<size_t> far = displs;
+  far[p - 1] = SIZE_MAX / 2;
+  ExpectError("all_gather_v displacement overflow",
+              comm.AllGatherV(buf.data(), 4, other.data(), counts, far, f32), kInvalid,
+              "overflows the address space");
+  ExpectError("reduce_scatter_v counts per rank",
+              comm.ReduceScatterV(buf.data(), other.data(), short_counts, f32, ReduceOp::kSum),
+              kInvalid, "recv_counts has");
+  ExpectError("reduce_scatter_v bad op",
+              comm.ReduceScatterV(buf.data(), other.data(), counts, f32, static_cast<ReduceOp>(9)),
+              kInvalid, "invalid reduce op");
+  ExpectError("reduce_scatter_v recv inside send",
+              comm.ReduceScatterV(buf.data(), buf.data() + 4 * r + 1, counts, f32, ReduceOp::kSum),
+              kInvalid, "recv overlaps send block");
+  std::vector<size_t> huge(p, SIZE_MAX / p + 1);
+  ExpectError("reduce_scatter_v total overflow",
+              comm.ReduceScatterV(buf.data(), other.data(), huge, f32, ReduceOp::kSum), kInvalid,
+              "overflows");
+  ExpectError("all_to_all_v counts per rank",
+              comm.AllToAllV(buf.data(), counts, displs, other.data(), counts, short_counts, f32),
+              kInvalid, "recv_displs has");
+  std::vector<size_t> more = counts;
+  more[r] = 5;
+  ExpectError("all_to_all_v own block",
+              comm.AllToAllV(buf.data(), more, displs, other.data(), counts, displs, f32), kInvalid,
+              absl::StrCat("send_counts[", r, "] is 5 but recv_counts[", r, "] is 4"));
+  ExpectError("all_to_all_v overlapping receive blocks",
+              comm.AllToAllV(buf.data(), counts, displs, other.data(), counts, overlapping, f32),
+              kInvalid, "recv blocks 0 and 1 overlap");
+  ExpectError("all_to_all_v null send",
+              comm.AllToAllV(nullptr, counts, displs, other.data(), counts, displs, f32), kInvalid,
+              "send buffer is null");
+  ExpectError("all_to_all_v bad dtype",
+              comm.AllToAllV(buf.data(), counts, displs, other.data(), counts, displs,
+                             static_cast<DataType>(42)),
+              kInvalid, "invalid data type");
+  // Send blocks are only read: they may overlap.
+  const std::vector<size_t> same(p, 0);
+  std::vector<size_t> ones(p, 1);
+  std::vector<float> sent(1, static_cast<float>(r)), got(p, -1.0f);
+  std::vector<size_t> by_rank(p);
+  for (int j = 0; j < p; ++j) by_rank[j] = j;
+  EXPECT_OK(comm.AllToAllV(sent.data(), ones, same, got.data(), ones, by_rank, f32).Wait());
+  for (int j = 0; j < p; ++j) {
+    if (got[j] != static_cast<float>(j)) Fail("all_to_all_v from one shared send block");
+  }
+}
+
 int SuiteBadInput(Communicator& comm) {
   const int p = comm.size();
   std::vector<float> buf(64);
@@ -472,8 +766,10 @@ int SuiteBadInput(Communicator& comm) {
   ExpectError("overflow blocks",
               comm.AllGather(buf.data(), buf.data(), SIZE_MAX / 2, DataType::kUint8), kInvalid,
               "overflows");
+  ExpectVariableCountErrors(comm);
   // The communicator still works after rejected calls.
   TestReductions(comm, DataType::kInt32, ReduceOp::kSum, 13);
+  TestAllGatherV(comm, DataType::kInt32, CountPatterns(p)[0]);
   return failures;
 }
 
@@ -494,6 +790,52 @@ int SuiteMismatch(Communicator& comm) {
   // Later operations fail fast, pointing at the first failure.
   absl::Status after = comm.Barrier().Wait();
   if (after.ok()) Fail("operation after a failed collective succeeded");
+  return failures;
+}
+
+// Ranks disagree on the size of a block of a *_v collective (the totals agree): a rank that sees
+// it fails with a message naming the operation, none hangs, and the failure reaches every rank
+// by its next operation. Ranks that agree with each other may finish it: their data is theirs.
+int SuiteMismatchV(Communicator& comm) {
+  const int p = comm.size(), r = comm.rank();
+  if (p != 3) {
+    Fail("mismatch_v runs on 3 ranks");
+    return failures;
+  }
+  // A communicator per case: a failure ends the one it happens on.
+  std::vector<std::unique_ptr<Communicator>> cases;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<std::unique_ptr<Communicator>> child = comm.Split(0, r);
+    EXPECT_OK(child.status());
+    if (!child.ok()) return failures;
+    cases.push_back(*std::move(child));
+  }
+  const auto check = [&](Communicator& c, const char* name, const absl::Status& s) {
+    if (!s.ok() && !absl::StrContains(s.message(), name)) {
+      Fail(absl::StrCat("mismatch error does not name ", name, ": ", s.ToString()));
+    } else if (!s.ok()) {
+      std::fprintf(stderr, "expected error: %s\n", s.ToString().c_str());
+    }
+    if (c.Barrier().Wait().ok())
+      Fail(absl::StrCat("operation after a failed ", name, " succeeded"));
+  };
+  const DataType f32 = DataType::kFloat32;
+  std::vector<float> send(64, static_cast<float>(r)), recv(64);
+  const std::vector<size_t> displs = {0, 8, 16};
+  // Rank 0 sees blocks of 4, 5 and 3 elements, the others 4 each.
+  const std::vector<size_t> counts =
+      r == 0 ? std::vector<size_t>{4, 5, 3} : std::vector<size_t>{4, 4, 4};
+  check(*cases[0], "all_gather_v",
+        cases[0]->AllGatherV(send.data(), counts[r], recv.data(), counts, displs, f32).Wait());
+  check(*cases[1], "reduce_scatter_v",
+        cases[1]->ReduceScatterV(send.data(), recv.data(), counts, f32, ReduceOp::kSum).Wait());
+  // Rank 0 sends rank 1 three elements, which expects two.
+  std::vector<size_t> send_counts = {2, 2, 2};
+  if (r == 0) send_counts[1] = 3;
+  check(*cases[2], "all_to_all_v",
+        cases[2]
+            ->AllToAllV(send.data(), send_counts, displs, recv.data(), {2, 2, 2}, displs, f32)
+            .Wait());
   return failures;
 }
 
@@ -692,6 +1034,10 @@ int main(int argc, char** argv) {
     result = SuiteBadInput(**comm);
   else if (suite == "mismatch")
     result = SuiteMismatch(**comm);
+  else if (suite == "v_collectives")
+    result = SuiteVCollectives(**comm);
+  else if (suite == "mismatch_v")
+    result = SuiteMismatchV(**comm);
   else if (suite == "abort")
     result = SuiteAbort(**comm);
   else if (suite == "oversubscribed")

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -19,15 +20,27 @@
 
 namespace weft {
 
+// The per-rank blocks of a variable-count collective, in elements (MPI's counts and
+// displacements), one entry per rank. all_gather_v fills recv_*; reduce_scatter_v recv_counts
+// and send_*, its blocks back to back in rank order; all_to_all_v all four.
+struct BlockLayout {
+  std::vector<size_t> send_counts, send_displs;
+  std::vector<size_t> recv_counts, recv_displs;
+};
+
 struct CollectiveArgs {
   OpKind kind = OpKind::kAllReduce;
   const void* send = nullptr;
   void* recv = nullptr;
   size_t count = 0;  // as passed by the caller: per rank block for reduce_scatter, all_gather,
-                     // all_to_all; whole buffer otherwise
+                     // all_to_all; whole buffer otherwise; for the *_v collectives every block
+                     // of the large buffer (all_to_all_v: of this rank's send)
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
+  // The *_v collectives' blocks, null for the others. Shared and immutable: the operation
+  // outlives the caller's vectors, and copies of the arguments stay cheap.
+  std::shared_ptr<const BlockLayout> blocks;
 
   size_t element_bytes() const { return SizeOf(dtype); }
   // Whether input and output overlap, as in NCCL's in-place calls (an all-gather's input is its

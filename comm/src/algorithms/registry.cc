@@ -56,7 +56,8 @@ bool Implements(AlgorithmId id, OpKind kind) {
   switch (id) {
     case AlgorithmId::kRing:
       return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter ||
-             kind == OpKind::kAllGather;
+             kind == OpKind::kAllGather || kind == OpKind::kReduceScatterV ||
+             kind == OpKind::kAllGatherV;
     case AlgorithmId::kRabenseifner:
       return kind == OpKind::kAllReduce || kind == OpKind::kReduceScatter ||
              kind == OpKind::kAllGather;
@@ -69,7 +70,7 @@ bool Implements(AlgorithmId id, OpKind kind) {
     case AlgorithmId::kTree:
       return kind == OpKind::kBroadcast || kind == OpKind::kReduce;
     case AlgorithmId::kPairwise:
-      return kind == OpKind::kAllToAll;
+      return kind == OpKind::kAllToAll || kind == OpKind::kAllToAllV;
     case AlgorithmId::kDissemination:
       return kind == OpKind::kBarrier;
     case AlgorithmId::kCmaDirect:
@@ -114,7 +115,8 @@ bool Posts(AlgorithmId id, const CollectiveArgs& args) {
 Envelope MakeEnvelope(const CollectiveArgs& args, AlgorithmId algorithm, uint64_t seq) {
   Envelope e;
   e.seq = seq;
-  e.count = args.count;
+  // all_to_all_v's totals differ by rank: its messages' sizes are checked pair by pair instead.
+  e.count = args.kind == OpKind::kAllToAllV ? 0 : args.count;
   e.kind = static_cast<uint16_t>(args.kind);
   e.dtype = static_cast<uint8_t>(args.dtype);
   e.op = static_cast<uint8_t>(args.op);
@@ -159,7 +161,7 @@ std::unique_ptr<Algorithm> MakeAlgorithm(AlgorithmId id, Peers& peers, const Col
       return std::make_unique<TreeReduce>(peers, args);
     case AlgorithmId::kRing:
       if (args.kind == OpKind::kAllReduce) return std::make_unique<RingAllReduce>(peers, args);
-      if (args.kind == OpKind::kReduceScatter) {
+      if (args.kind == OpKind::kReduceScatter || args.kind == OpKind::kReduceScatterV) {
         return std::make_unique<RingReduceScatter>(peers, args);
       }
       return std::make_unique<RingAllGather>(peers, args);

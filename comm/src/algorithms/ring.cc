@@ -1,11 +1,17 @@
 #include "algorithms/ring.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace weft {
 namespace {
 
 int Mod(int a, int n) { return ((a % n) + n) % n; }
+
+// A block may be empty, and then its buffer may be null.
+void CopyBlock(void* to, const void* from, size_t bytes) {
+  if (bytes > 0 && to != from) std::memcpy(to, from, bytes);
+}
 
 }  // namespace
 
@@ -26,6 +32,36 @@ Segments Segments::Even(size_t count, int parts, size_t element_bytes, size_t ba
     segments.bytes.push_back(partition.size(i) * element_bytes);
   }
   return segments;
+}
+
+Segments Segments::Blocks(const std::vector<size_t>& counts, const std::vector<size_t>& displs,
+                          size_t element_bytes) {
+  Segments segments;
+  segments.offset.reserve(counts.size());
+  segments.bytes.reserve(counts.size());
+  for (size_t i = 0; i < counts.size(); ++i) {
+    // An empty block's displacement means nothing (it may lie past the buffer, which may be
+    // null): it starts at the buffer's start, so no pointer leaves the buffer.
+    segments.offset.push_back(counts[i] > 0 ? displs[i] * element_bytes : 0);
+    segments.bytes.push_back(counts[i] * element_bytes);
+  }
+  return segments;
+}
+
+Segments Segments::PerRank(const CollectiveArgs& args, int ranks, bool send_side) {
+  const size_t es = args.element_bytes();
+  if (args.blocks == nullptr) return Even(args.count * ranks, ranks, es);
+  const BlockLayout& layout = *args.blocks;
+  return send_side ? Blocks(layout.send_counts, layout.send_displs, es)
+                   : Blocks(layout.recv_counts, layout.recv_displs, es);
+}
+
+size_t Segments::extent() const {
+  size_t end = 0;
+  for (size_t i = 0; i < offset.size(); ++i) {
+    if (bytes[i] > 0) end = std::max(end, offset[i] + bytes[i]);
+  }
+  return end;
 }
 
 absl::Status GroupRingReduceScatter(Peers& peers, const RankGroup& group, std::byte* data,
@@ -79,40 +115,40 @@ absl::Status RingAllReduce::Run() {
 }
 
 RingReduceScatter::RingReduceScatter(Peers& peers, const CollectiveArgs& args)
-    : peers_(peers), args_(args) {}
+    : peers_(peers),
+      args_(args),
+      blocks_(Segments::PerRank(args, peers.size(), /*send_side=*/true)) {}
 
 absl::Status RingReduceScatter::Run() {
   const int p = peers_.size(), r = peers_.rank();
-  const size_t es = args_.element_bytes();
-  const size_t block = args_.count * es;
   const auto* send = static_cast<const std::byte*>(args_.send);
   if (p == 1) {
-    if (args_.send != args_.recv) std::memcpy(args_.recv, send, block);
+    CopyBlock(args_.recv, send, blocks_.bytes[0]);
     return absl::OkStatus();
   }
   // The partial sums accumulate in scratch: the caller's send buffer is read-only.
-  std::byte* work = peers_.Scratch(block * p);
-  std::memcpy(work, send, block * p);
-  if (absl::Status s =
-          GroupRingReduceScatter(peers_, RankGroup::Whole(peers_), work,
-                                 Segments::Even(args_.count * p, p, es), args_.dtype, args_.op, 0);
+  const size_t total = blocks_.extent();
+  std::byte* work = peers_.Scratch(total);
+  CopyBlock(work, send, total);
+  if (absl::Status s = GroupRingReduceScatter(peers_, RankGroup::Whole(peers_), work, blocks_,
+                                              args_.dtype, args_.op, 0);
       !s.ok()) {
     return s;
   }
-  std::memcpy(args_.recv, work + r * block, block);
+  CopyBlock(args_.recv, work + blocks_.offset[r], blocks_.bytes[r]);
   return absl::OkStatus();
 }
 
 RingAllGather::RingAllGather(Peers& peers, const CollectiveArgs& args)
-    : peers_(peers), args_(args) {}
+    : peers_(peers),
+      args_(args),
+      blocks_(Segments::PerRank(args, peers.size(), /*send_side=*/false)) {}
 
 absl::Status RingAllGather::Run() {
-  const int p = peers_.size(), r = peers_.rank();
-  const size_t block = args_.count * args_.element_bytes();
+  const int r = peers_.rank();
   auto* data = static_cast<std::byte*>(args_.recv);
-  if (args_.send != data + r * block) std::memcpy(data + r * block, args_.send, block);
-  return GroupRingAllGather(peers_, RankGroup::Whole(peers_), data,
-                            Segments::Even(args_.count * p, p, args_.element_bytes()), 0);
+  CopyBlock(data + blocks_.offset[r], args_.send, blocks_.bytes[r]);
+  return GroupRingAllGather(peers_, RankGroup::Whole(peers_), data, blocks_, 0);
 }
 
 }  // namespace weft

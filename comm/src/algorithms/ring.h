@@ -41,6 +41,15 @@ struct Segments {
 
   // `count` elements of `element_bytes` split as Partition does, starting at byte `base`.
   static Segments Even(size_t count, int parts, size_t element_bytes, size_t base = 0);
+  // Part i: counts[i] elements at element displs[i] (a variable-count collective's blocks).
+  static Segments Blocks(const std::vector<size_t>& counts, const std::vector<size_t>& displs,
+                         size_t element_bytes);
+  // The plan of a collective's per-rank blocks of its large buffer: `layout`'s (send or recv
+  // side) for the *_v collectives, args.count elements each otherwise.
+  static Segments PerRank(const CollectiveArgs& args, int ranks, bool send_side);
+
+  // Where the last byte of any part ends.
+  size_t extent() const;
 };
 
 // Ring reduce-scatter: afterwards segment `group.me` of `data` holds the reduction over the
@@ -65,6 +74,9 @@ class RingAllReduce final : public Algorithm {
   const CollectiveArgs args_;
 };
 
+// Reduce-scatter and all-gather over the per-rank blocks: equal ones (reduce_scatter,
+// all_gather) or the caller's (reduce_scatter_v, all_gather_v), which a message of each step
+// carries whole, so a rank that disagrees on a block's size fails the receive.
 class RingReduceScatter final : public Algorithm {
  public:
   RingReduceScatter(Peers& peers, const CollectiveArgs& args);
@@ -73,6 +85,7 @@ class RingReduceScatter final : public Algorithm {
  private:
   Peers& peers_;
   const CollectiveArgs args_;
+  const Segments blocks_;  // of the send buffer, packed from byte 0
 };
 
 class RingAllGather final : public Algorithm {
@@ -83,6 +96,7 @@ class RingAllGather final : public Algorithm {
  private:
   Peers& peers_;
   const CollectiveArgs args_;
+  const Segments blocks_;  // of the receive buffer
 };
 
 }  // namespace weft

@@ -10,17 +10,6 @@ namespace {
 // Bounds the memory of the decisions a communicator remembers (a job with ever-changing sizes).
 constexpr size_t kRememberedDecisions = 4096;
 
-constexpr OpKind kCollectives[] = {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather,
-                                   OpKind::kBroadcast, OpKind::kReduce,        OpKind::kAllToAll,
-                                   OpKind::kBarrier};
-
-std::optional<OpKind> ParseCollective(absl::string_view name) {
-  for (OpKind kind : kCollectives) {
-    if (name == Name(kind)) return kind;
-  }
-  return std::nullopt;
-}
-
 absl::Status UnknownAlgorithm(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown algorithm '", name,
@@ -42,12 +31,12 @@ absl::StatusOr<AlgorithmSelector> AlgorithmSelector::Create(absl::string_view sp
       selector.forced_all_ = *id;
       continue;
     }
-    std::optional<OpKind> kind = ParseCollective(kv.first);
+    std::optional<OpKind> kind = CollectiveNamed(kv.first);
     if (!kind) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown collective '", kv.first,
           "' in WEFT_ALGO; known: all_reduce, reduce_scatter, all_gather, broadcast, reduce, "
-          "all_to_all, barrier"));
+          "all_to_all, barrier, all_gather_v, reduce_scatter_v, all_to_all_v"));
     }
     std::optional<AlgorithmId> id = ParseAlgorithm(kv.second);
     if (!id) return UnknownAlgorithm(kv.second);
@@ -88,7 +77,7 @@ std::optional<AlgorithmId> AlgorithmSelector::Forced(OpKind kind) const {
 }
 
 absl::Status AlgorithmSelector::CheckForced(const Peers& peers, absl::string_view transport) const {
-  for (OpKind kind : kCollectives) {
+  for (OpKind kind : kCollectiveKinds) {
     std::optional<AlgorithmId> forced = forced_all_;
     if (auto it = forced_.find(kind); it != forced_.end()) forced = it->second;
     if (!forced || !Implements(*forced, kind)) continue;

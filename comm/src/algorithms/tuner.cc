@@ -102,6 +102,7 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
         case OpKind::kAllReduce:
           return 2 * (p - 1) * a + 2 * share * n * b1 + share * n * g;
         case OpKind::kReduceScatter:
+        case OpKind::kReduceScatterV:
           return (p - 1) * a + share * n * (b1 + g);
         default:  // all-gather
           return (p - 1) * a + share * n * b1;
@@ -231,7 +232,8 @@ Priced CostTuner::Choose(OpKind kind, size_t bytes, const CommLayout& shape) con
   const std::vector<Priced> priced = PriceAll(kind, bytes, shape);
   if (priced.empty()) {
     // Nothing priced (a collective without candidates here): the one algorithm that does it.
-    return {kind == OpKind::kAllToAll ? AlgorithmId::kPairwise : AlgorithmId::kRing, -1};
+    return {Implements(AlgorithmId::kPairwise, kind) ? AlgorithmId::kPairwise : AlgorithmId::kRing,
+            -1};
   }
   Priced best = priced.front();
   for (const Priced& candidate : priced) {

@@ -12,7 +12,9 @@
 // every rank picks the same algorithm on every call and run.
 //
 // Bytes are those the communicator passes the selector: the buffer of an all-reduce, broadcast
-// or reduce; all ranks' blocks together for reduce-scatter, all-gather and all-to-all.
+// or reduce; all ranks' blocks together for reduce-scatter, all-gather and all-to-all and their
+// *_v forms, except all_to_all_v: this rank's send blocks, which differ by rank (only pairwise
+// implements it, so the pick cannot).
 #pragma once
 
 #include <string>

@@ -15,9 +15,10 @@
 // mismatched collective) fails its Work and every later operation on the communicator with a
 // message naming this rank, the peer, the operation and its sequence number.
 //
-// All ranks must issue the same collectives in the same order with the same count, type,
-// operator and root. Point-to-point messages between a pair of ranks are delivered in the order
-// they were sent, and a receive must match the next message from that peer (same tag and size).
+// All ranks must issue the same collectives in the same order with the same count (for the *_v
+// collectives: counts), type, operator and root. Point-to-point messages between a pair of ranks
+// are delivered in the order they were sent, and a receive must match the next message from that
+// peer (same tag and size).
 //
 // Configuration: CommOptions, each field defaulting to its WEFT_* environment variable
 // (docs/ARCHITECTURE.md lists them).
@@ -99,6 +100,29 @@ class Communicator {
   // send holds size() blocks of count elements; block j goes to rank j, whose recv block r
   // receives it from rank r.
   Work AllToAll(const void* send, void* recv, size_t count, DataType type);
+  // Variable counts (MPI's *v collectives). Every rank passes the same counts vectors (size()
+  // entries). Each call is an operation even where every count is 0; a block whose size two ranks
+  // see differently fails it on every rank, as a mismatched collective does.
+  //
+  // all_gather_v: rank r contributes send_count = recv_counts[r] elements; recv receives
+  // block r at recv_displs[r]. In place: send == recv + recv_displs[rank()] elements. Blocks may be
+  // empty, lie in any order with gaps between them, but must not overlap.
+  Work AllGatherV(const void* send, size_t send_count, void* recv,
+                  const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
+                  DataType type);
+  // reduce_scatter_v: send holds size() blocks back to back, block r of recv_counts[r] elements;
+  // rank r receives the reduction of every rank's block r (recv_counts[rank()] elements).
+  // In place: recv == send + the elements of the blocks before block rank().
+  Work ReduceScatterV(const void* send, void* recv, const std::vector<size_t>& recv_counts,
+                      DataType type, ReduceOp op);
+  // all_to_all_v: block j of send (send_counts[j] elements at send_displs[j]) goes to rank j, whose
+  // recv block r (recv_counts[r] at recv_displs[r]) receives it from rank r. Counts may be 0.
+  // Here the counts differ by rank: rank j's recv_counts[r] must equal rank r's send_counts[j].
+  // Receive blocks must not overlap; send blocks may, and send may overlap recv (in place).
+  Work AllToAllV(const void* send, const std::vector<size_t>& send_counts,
+                 const std::vector<size_t>& send_displs, void* recv,
+                 const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs,
+                 DataType type);
   Work Barrier();
 
   // Point-to-point. Inside GroupStart()/GroupEnd() the transfers of the group progress together,
