@@ -6,12 +6,11 @@
 // as its bytes.
 #pragma once
 
-#include <ATen/ATen.h>
-
 #include <cstddef>
 #include <optional>
-#include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include "ATen/ATen.h"
+#include "torch/csrc/distributed/c10d/Types.hpp"
 #include "weft/kernels/dtype.h"
 
 namespace weft::torch_backend {

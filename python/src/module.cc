@@ -1,10 +1,9 @@
 // The weft_torch Python module: importing it registers the torch.distributed backend "weft",
 // whose creator is the ProcessGroupWeft class itself (store, rank, size, timeout).
-#include <pybind11/chrono.h>
-#include <pybind11/pybind11.h>
-#include <torch/csrc/utils/pybind.h>
-
 #include "process_group.h"
+#include "pybind11/chrono.h"
+#include "pybind11/pybind11.h"
+#include "torch/csrc/utils/pybind.h"
 
 namespace py = pybind11;
 using weft::torch_backend::ProcessGroupWeft;

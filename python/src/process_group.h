@@ -15,11 +15,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
+#include "torch/csrc/distributed/c10d/Store.hpp"
 #include "weft/comm/communicator.h"
 #include "work.h"
 

@@ -1,6 +1,8 @@
 // The list forms and all_to_all of ProcessGroupWeft: equal pieces go through the plain Weft
 // collectives over one flat buffer; unequal ones through the V collectives.
 #include <algorithm>
+#include <functional>
+#include <vector>
 
 #include "dtypes.h"
 #include "process_group.h"

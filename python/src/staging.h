@@ -5,10 +5,9 @@
 // contiguous are used as they are.
 #pragma once
 
-#include <ATen/ATen.h>
-
 #include <vector>
 
+#include "ATen/ATen.h"
 #include "work.h"
 
 namespace weft::torch_backend {

@@ -3,11 +3,11 @@
 #pragma once
 
 #include <string>
-#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "torch/csrc/distributed/c10d/Store.hpp"
 #include "weft/comm/store_rendezvous.h"
 
 namespace weft::torch_backend {

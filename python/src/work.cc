@@ -78,12 +78,13 @@ void WeftWork::Finish() {
       error = std::current_exception();
     }
   }
-  finish(error);
+  // The future first, as Gloo's works do: once wait() returns, get_future().value() is there.
   if (error) {
     future_->setError(error);
   } else {
     future_->markCompleted(c10::IValue(outputs_));
   }
+  finish(error);
 }
 
 Completer::Completer() : thread_([this] { Loop(); }) {}

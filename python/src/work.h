@@ -3,12 +3,10 @@
 //
 // A WeftWork finishes exactly once, on whichever thread first sees all its weft::Works done: the
 // issuing thread (tiny collectives are done when issued), a thread in wait() or isCompleted(), or
-// the Completer. Finishing copies staged results into the caller's tensors, then marks the work
-// and its future (a list of the output tensors, or the error). The Completer only watches:
+// the Completer. Finishing copies staged results into the caller's tensors, then marks the future
+// (a list of the output tensors, or the error) and the work. The Completer only watches:
 // Weft's own progress thread, or a thread in wait(), runs the operations.
 #pragma once
-
-#include <ATen/ATen.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,10 +14,11 @@
 #include <deque>
 #include <mutex>
 #include <thread>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <utility>
 #include <vector>
 
+#include "ATen/ATen.h"
+#include "torch/csrc/distributed/c10d/Work.hpp"
 #include "weft/comm/work.h"
 
 namespace weft::torch_backend {

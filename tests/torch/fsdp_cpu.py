@@ -2,15 +2,15 @@
 
 Debian's torch 1.13 cannot even import FSDP on Python 3.11: a dataclass in its sharded-tensor
 metadata has an instance of another, unhashable, dataclass as a default, which Python 3.11 rejects
-as mutable; this module makes that one class hashable while FSDP is imported (torch 2.x uses a
-default_factory instead). Then, torch 1.13's FSDP refuses to run without CUDA ("FSDP does not
+as mutable; this module makes that one class hashable while FSDP is imported (later torch versions
+use a default_factory instead). Then, torch 1.13's FSDP refuses to run without CUDA ("FSDP does not
 support CPU only execution") and orders its collectives against computation with CUDA streams and
 events. On CPU every operation runs in program order, so streams and events have nothing to order.
 Importing this module gives FSDP's own modules a stand-in `torch.cuda` whose streams and events do
 nothing, pins FSDP's compute device to the CPU, and lets Tensor.record_stream accept the stand-in
 streams. Nothing else changes: FSDP's collectives (_all_gather_base, _reduce_scatter_base,
-all_reduce, broadcast) still go through torch.distributed to the process group. torch 2.x runs FSDP
-on CPU without this.
+all_reduce, broadcast) still go through torch.distributed to the process group. Later torch versions
+run FSDP on CPU without this.
 """
 
 import contextlib
