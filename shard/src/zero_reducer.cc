@@ -273,20 +273,6 @@ void ZeroReducer::ReleaseParams(int u) {
   gathered_[u] = nullptr;
 }
 
-absl::Status ZeroReducer::GatherShards(const float* shard, float* full) {
-  std::vector<Work> works(layout_.num_units());
-  for (int u = layout_.num_units() - 1; u >= 0; --u) {
-    works[u] = comm_->AllGather(shard + layout_.shard_offset(u), full + layout_.unit(u).begin,
-                                layout_.slice(u), DataType::kFloat32);
-  }
-  absl::Status first;
-  for (int u = layout_.num_units() - 1; u >= 0; --u) {
-    absl::Status s = Wait(works[u], "all-gather of a shard", u);
-    if (first.ok()) first = s;
-  }
-  return first;
-}
-
 absl::Duration ZeroReducer::TakeWait() { return std::exchange(waited_, absl::ZeroDuration()); }
 
 }  // namespace weft::shard

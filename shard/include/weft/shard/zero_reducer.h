@@ -117,15 +117,11 @@ class ZeroReducer {
   void Prefetch(int u);
   void ReleaseParams(int u);
 
-  // Gathers a shard-shaped buffer (layout().shard_size() elements on every rank) into a full
-  // flat one (layout().total() elements), e.g. the optimizer's moments for a checkpoint.
-  absl::Status GatherShards(const float* shard, float* full);
-
   // Time blocked on communication since the last TakeWait().
   absl::Duration TakeWait();
   // Bytes this rank has sent in reduce-scatters and parameter all-gathers so far, counted as a
   // ring sends them ((N-1)/N of each collective's buffer): the algorithm-independent volume the
-  // ZeRO paper's traffic model counts (GatherShards, for checkpoints, is not included).
+  // ZeRO paper's traffic model counts.
   uint64_t bytes_sent() const { return bytes_sent_; }
   // The most bytes of full gradients (stages 2-3), and of gathered parameters (stage 3), held at
   // once so far.
