@@ -21,7 +21,10 @@ lib="$work/prefix/lib/libweft.so"
 [[ -L $lib && -e $lib.0 ]] || { echo "libweft.so or libweft.so.0 is not installed"; exit 1; }
 cmake -S "$source_dir/consumer_c" -B "$work/consumer_c" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 ninja -C "$work/consumer_c" >/dev/null
-ldd "$work/consumer_c/consumer_c" | grep -q "libweft.so.0 => $work/prefix/lib/" ||
+# ldd's output is taken whole first: grep -q stops reading at its match, and under pipefail the
+# SIGPIPE that ldd may then get would fail the check.
+linked=$(ldd "$work/consumer_c/consumer_c")
+grep -q "libweft.so.0 => $work/prefix/lib/" <<<"$linked" ||
   { echo "consumer_c does not load the installed libweft.so.0"; exit 1; }
 "$weftrun" -n 2 --timeout 60 -- "$work/consumer_c/consumer_c"
 # And through pkg-config, as a C99 program with every warning an error.
