@@ -15,7 +15,8 @@
 // file's checksum before using one: a truncated or corrupted checkpoint is skipped, naming why.
 //
 // The manifest's metadata: the step, the data cursor, the sampling RNG, the optimizer's step
-// count, the config and the world layout that saved it (ranks, ZeRO stage, shard group).
+// count, the config and the world layout that saved it (ranks, tensor-parallel degree, ZeRO stage,
+// shard group).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,7 @@ struct CheckpointMeta {
   int64_t optimizer_step = 0;
   std::string config_json;  // the config that saved it (ToJson)
   int ranks = 1;            // the layout that saved it, for the record
+  int tp = 1;
   int zero = 0;
   int shard_group = 0;
 };
@@ -48,7 +50,8 @@ struct CheckpointMeta {
 std::string MetaJson(const CheckpointMeta& meta);
 absl::StatusOr<CheckpointMeta> ParseMeta(const JsonValue& metadata);
 
-// The tensors of `layout` as a checkpoint names them (every tensor f32), in layout order.
+// The tensors of `layout` as a checkpoint names them (whole shapes, every tensor f32), in layout
+// order.
 std::vector<shard::TensorInfo> TensorTable(const ParamLayout& layout);
 
 // OK if a checkpoint holding `saved` can be loaded into a model with `layout` (tensors are found

@@ -54,6 +54,10 @@ const std::vector<std::pair<const char*, Member>>& Fields() {
       {"shard_group", &Config::shard_group},
       {"max_gathered_mb", &Config::max_gathered_mb},
       {"prefetch", &Config::prefetch},
+      {"tp", &Config::tp},
+      {"pp", &Config::pp},
+      {"dp", &Config::dp},
+      {"sequence_parallel", &Config::sequence_parallel},
       {"sample_tokens", &Config::sample_tokens},
       {"sample_prompt", &Config::sample_prompt},
   };
@@ -185,12 +189,46 @@ absl::Status Validate(const Config& c, int world_size) {
   require(c.steps >= 1, absl::StrCat("steps must be >= 1 (got ", c.steps, ")"));
   require(c.grad_accum >= 1, absl::StrCat("grad_accum must be >= 1 (got ", c.grad_accum, ")"));
   require(c.batch_size >= 1, absl::StrCat("batch_size must be >= 1 (got ", c.batch_size, ")"));
-  if (c.grad_accum >= 1 && c.batch_size >= 1) {
-    require(c.batch_size % (world_size * c.grad_accum) == 0,
+  // The mesh: dp × tp × pp = world size, and every cut the tensor-parallel layers make.
+  require(c.tp >= 1, absl::StrCat("tp must be >= 1 (got ", c.tp, ")"));
+  require(c.pp >= 1, absl::StrCat("pp must be >= 1 (got ", c.pp, ")"));
+  require(c.pp <= 1,
+          absl::StrCat("pp=", c.pp, ": pipeline parallelism is not available yet (use pp=1)"));
+  require(c.dp >= 0, absl::StrCat("dp must be >= 0, 0 for the ranks left (got ", c.dp, ")"));
+  const int dp = c.tp >= 1 && c.pp >= 1 ? c.data_parallel(world_size) : 0;
+  if (c.tp >= 1 && c.pp >= 1 && c.dp >= 0) {
+    require(dp >= 1 && dp * c.tp * c.pp == world_size,
+            c.dp > 0
+                ? absl::StrCat("the world size (", world_size, " ranks) must equal dp × tp × pp (",
+                               c.dp, " × ", c.tp, " × ", c.pp, " = ", c.dp * c.tp * c.pp, ")")
+                : absl::StrCat("the world size (", world_size,
+                               " ranks) must be a multiple of tp × pp (", c.tp, " × ", c.pp, " = ",
+                               c.tp * c.pp, ")"));
+  }
+  if (c.tp > 1) {
+    const int vocab = ModelShape().vocab;
+    require(c.n_head % c.tp == 0, absl::StrCat("n_head (", c.n_head, ") must be divisible by tp (",
+                                               c.tp, "): each rank holds whole attention heads"));
+    require(c.n_embd % c.tp == 0,
+            absl::StrCat("n_embd (", c.n_embd, ") must be divisible by tp (", c.tp, ")"));
+    require(4 * c.n_embd % c.tp == 0, absl::StrCat("the MLP width 4·n_embd (", 4 * c.n_embd,
+                                                   ") must be divisible by tp (", c.tp, ")"));
+    require(vocab % c.tp == 0,
+            absl::StrCat("the vocabulary (", vocab, ") must be divisible by tp (", c.tp, ")"));
+  }
+  require(
+      c.sequence_parallel == "true" || c.sequence_parallel == "false",
+      absl::StrCat("sequence_parallel must be true or false (got \"", c.sequence_parallel, "\")"));
+  if (c.sequence_parallel == "true" && c.tp > 1) {
+    require(c.seq_len % c.tp == 0,
+            absl::StrCat("sequence_parallel: seq_len (", c.seq_len, ") must be divisible by tp (",
+                         c.tp, "): every rank holds an equal share of the token rows"));
+  }
+  if (c.grad_accum >= 1 && c.batch_size >= 1 && dp >= 1) {
+    require(c.batch_size % (dp * c.grad_accum) == 0,
             absl::StrCat("batch_size (", c.batch_size,
-                         ", global) must be divisible by ranks × "
-                         "grad_accum (",
-                         world_size, " × ", c.grad_accum, " = ", world_size * c.grad_accum,
+                         ", global) must be divisible by dp × grad_accum (", dp, " × ",
+                         c.grad_accum, " = ", dp * c.grad_accum,
                          "): choose a batch_size that is a multiple, or other rank/accum counts"));
   }
   require(c.lr > 0, absl::StrCat("lr must be > 0 (got ", c.lr, ")"));
@@ -224,10 +262,10 @@ absl::Status Validate(const Config& c, int world_size) {
                          c.shard_group == kShardGroupNode ? "node" : absl::StrCat(c.shard_group),
                          " shards optimizer state: it needs zero=1, 2 or 3"));
   }
-  if (c.shard_group > 0) {
-    require(world_size % c.shard_group == 0,
-            absl::StrCat("shard_group (", c.shard_group, ") must divide the ranks (", world_size,
-                         "): every group shards the same way"));
+  if (c.shard_group > 0 && dp >= 1) {
+    require(dp % c.shard_group == 0,
+            absl::StrCat("shard_group (", c.shard_group, ") must divide the data-parallel ranks (",
+                         dp, "): every group shards the same way"));
   }
   require(c.max_gathered_mb > 0,
           absl::StrCat("max_gathered_mb must be > 0 (got ", c.max_gathered_mb, ")"));
@@ -237,9 +275,9 @@ absl::Status Validate(const Config& c, int world_size) {
   require(!c.sample_prompt.empty() && c.sample_prompt.size() < static_cast<size_t>(c.seq_len),
           "sample_prompt must hold 1 to seq_len - 1 bytes");
   if (errors.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("invalid training config (", world_size,
-                                                 " data-parallel rank", world_size == 1 ? "" : "s",
-                                                 "):\n  ", absl::StrJoin(errors, "\n  ")));
+  return absl::InvalidArgumentError(absl::StrCat("invalid training config (", world_size, " rank",
+                                                 world_size == 1 ? "" : "s", "):\n  ",
+                                                 absl::StrJoin(errors, "\n  ")));
 }
 
 std::string ToJson(const Config& config) {

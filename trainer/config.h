@@ -2,8 +2,11 @@
 // by `--set key=value`, validated against the job's shape before any work starts.
 //
 // The batch is global: `batch_size` sequences per optimizer step, split over data-parallel
-// ranks and gradient-accumulation micro-steps (micro-batch = batch_size / (ranks · grad_accum)).
+// ranks and gradient-accumulation micro-steps (micro-batch = batch_size / (dp · grad_accum)).
 // Any (ranks, grad_accum) with the same batch_size trains the same model up to rounding.
+//
+// The ranks form a mesh of dp × tp × pp (tp varying fastest, so a tensor-parallel group is
+// consecutive ranks, then dp, then pp); dp = 0 takes the ranks left over by tp and pp.
 #pragma once
 
 #include <cstdint>
@@ -63,11 +66,21 @@ struct Config {
   int shard_group = 0;
   double max_gathered_mb = 1024;  // zero = 3: gathered parameters alive at once (prefetch cap)
   std::string prefetch = "true";  // zero = 3: gather the next unit while this one computes
-  int sample_tokens = 200;        // generated at the end (0: none)
+  // Mesh: tensor-parallel and pipeline degrees, and data-parallel (0: world / (tp · pp)).
+  int tp = 1;
+  int pp = 1;
+  int dp = 0;
+  // tp > 1: split the regions between linears over the tensor-parallel group's token rows.
+  std::string sequence_parallel = "false";
+  int sample_tokens = 200;  // generated at the end (0: none)
   std::string sample_prompt = "The ";
 
   ModelShape shape() const;
-  int micro_batch(int world_size) const { return batch_size / (world_size * grad_accum); }
+  // The data-parallel degree on `world_size` ranks.
+  int data_parallel(int world_size) const { return dp > 0 ? dp : world_size / (tp * pp); }
+  int micro_batch(int world_size) const {
+    return batch_size / (data_parallel(world_size) * grad_accum);
+  }
   // The learning rate after the scaling rule, before the schedule.
   double scaled_lr() const;
 };
@@ -77,7 +90,7 @@ absl::StatusOr<Config> ParseConfig(absl::string_view json, absl::string_view sou
 absl::StatusOr<Config> LoadConfig(const std::string& path);
 // `key=value` as on the command line.
 absl::Status ApplyOverride(Config* config, absl::string_view assignment);
-// Checks every field and the fit with `world_size` data-parallel ranks.
+// Checks every field and the fit with `world_size` ranks, listing every check that fails.
 absl::Status Validate(const Config& config, int world_size);
 // The config as a flat JSON object that ParseConfig reads back to the same values.
 std::string ToJson(const Config& config);

@@ -32,7 +32,7 @@ size_t DataParallel::PadQuantum(const Config& config, const Communicator* comm) 
 }
 
 DataParallel::DataParallel(const Config& config, Communicator* comm, Gpt* model)
-    : config_(config), comm_(comm), model_(model) {}
+    : config_(config), comm_(comm), model_(model), tp_(model->tensor_parallel()) {}
 
 DataParallel::~DataParallel() {
   if (model_ != nullptr) model_->set_hooks(nullptr);
@@ -159,11 +159,12 @@ void DataParallel::After(int unit, Pass /*pass*/) {
 absl::Status DataParallel::TakeError() { return std::exchange(error_, absl::OkStatus()); }
 
 uint64_t DataParallel::TakeBytesSent() {
+  const uint64_t tp = tp_.TakeBytesSent();
   if (zero_ != nullptr) {
     const uint64_t total = zero_->bytes_sent();
-    return total - std::exchange(bytes_sent_, total);
+    return tp + total - std::exchange(bytes_sent_, total);
   }
-  return std::exchange(pending_bytes_, 0);
+  return tp + std::exchange(pending_bytes_, 0);
 }
 
 absl::Status DataParallel::FinishBackward(absl::Duration* comm_wait) {
@@ -186,33 +187,92 @@ absl::Status DataParallel::FinishBackward(absl::Duration* comm_wait) {
   return absl::OkStatus();
 }
 
-absl::Status DataParallel::Update(double lr, double* grad_norm, absl::Duration* comm_wait) {
-  if (zero_ == nullptr) {
-    *grad_norm = ClipByGlobalNorm(model_->grads(), model_->num_params(), config_.grad_clip);
-    adam_->Step({model_->params()}, {model_->grads()}, lr);
-    return absl::OkStatus();
-  }
+std::vector<std::pair<shard::Range, float*>> DataParallel::GradientSpans() {
+  if (zero_ == nullptr) return {{{0, model_->num_params()}, model_->grads()}};
   const shard::ShardLayout& shards = zero_->layout();
-  double squares = 0.0;
+  std::vector<std::pair<shard::Range, float*>> spans;
   for (int u = 0; u < shards.num_units(); ++u) {
-    squares += SumOfSquares(zero_->GradSlice(u), shards.slice(u));
+    spans.push_back({shards.owned(shard_comm_->rank(), u), zero_->GradSlice(u)});
   }
+  return spans;
+}
+
+absl::Status DataParallel::SumPartialGradients(
+    const std::vector<std::pair<shard::Range, float*>>& spans) {
+  std::vector<std::pair<float*, size_t>> parts;
+  size_t total = 0;
+  for (const auto& [range, data] : spans) {
+    for (const TensorView& view : model_->layout().tensors()) {
+      const size_t first = std::max(range.begin, view.offset);
+      const size_t last = std::min(range.begin + range.length, view.offset + view.size);
+      if (!view.partial_gradient || first >= last) continue;
+      parts.push_back({data + (first - range.begin), last - first});
+      total += last - first;
+    }
+  }
+  if (parts.empty()) return absl::OkStatus();
+  std::vector<float> staged;
+  staged.reserve(total);
+  for (const auto& [data, n] : parts) staged.insert(staged.end(), data, data + n);
+  tp_.ReduceFromRegion(staged.data(), total);
+  if (absl::Status s = tp_.TakeError(); !s.ok()) return s;
+  const float* from = staged.data();
+  for (const auto& [data, n] : parts) {
+    std::copy(from, from + n, data);
+    from += n;
+  }
+  return absl::OkStatus();
+}
+
+double DataParallel::CountedSquares(const std::pair<shard::Range, float*>& span) const {
+  const auto& [range, data] = span;
+  if (tp_.rank() == 0) return SumOfSquares(data, range.length);
+  double squares = 0.0;
+  for (const TensorView& view : model_->layout().tensors()) {
+    const size_t first = std::max(range.begin, view.offset);
+    const size_t last = std::min(range.begin + range.length, view.offset + view.size);
+    if (!view.replicated && first < last) {
+      squares += SumOfSquares(data + (first - range.begin), last - first);
+    }
+  }
+  return squares;
+}
+
+absl::Status DataParallel::Update(double lr, double* grad_norm, absl::Duration* comm_wait) {
+  const std::vector<std::pair<shard::Range, float*>> spans = GradientSpans();
   const absl::Time start = absl::Now();
-  // Over one shard group: the replicas hold the same slices.
-  absl::Status s = shard_comm_->AllReduce(&squares, &squares, 1, DataType::kFloat64, ReduceOp::kSum)
-                       .Wait(kCommTimeout);
+  if (absl::Status s = SumPartialGradients(spans); !s.ok()) return s;
+  double squares = 0.0;
+  for (const auto& span : spans) squares += CountedSquares(span);
+  // Over one shard group (the replicas hold the same slices), then over the tensor-parallel
+  // group's parts.
+  if (zero_ != nullptr) {
+    absl::Status s =
+        shard_comm_->AllReduce(&squares, &squares, 1, DataType::kFloat64, ReduceOp::kSum)
+            .Wait(kCommTimeout);
+    if (!s.ok()) return s;
+  }
+  if (tp_.size() > 1) {
+    absl::Status s = tp_.comm()
+                         ->AllReduce(&squares, &squares, 1, DataType::kFloat64, ReduceOp::kSum)
+                         .Wait(kCommTimeout);
+    if (!s.ok()) return s;
+  }
   *comm_wait += absl::Now() - start;
-  if (!s.ok()) return s;
   *grad_norm = std::sqrt(squares);
   std::vector<float*> params;
   std::vector<const float*> grads;
-  for (int u = 0; u < shards.num_units(); ++u) {
-    ClipToNorm(zero_->GradSlice(u), shards.slice(u), *grad_norm, config_.grad_clip);
-    params.push_back(zero_->ParamSlice(u));
-    grads.push_back(zero_->GradSlice(u));
+  for (const auto& [range, data] : spans) {
+    ClipToNorm(data, range.length, *grad_norm, config_.grad_clip);
+    grads.push_back(data);
   }
+  if (zero_ == nullptr) {
+    adam_->Step({model_->params()}, grads, lr);
+    return absl::OkStatus();
+  }
+  for (int u = 0; u < zero_->layout().num_units(); ++u) params.push_back(zero_->ParamSlice(u));
   adam_->Step(params, grads, lr);
-  s = zero_->GatherParams();
+  absl::Status s = zero_->GatherParams();
   *comm_wait += zero_->TakeWait();
   return s;
 }
@@ -236,6 +296,16 @@ std::vector<std::pair<shard::Range, size_t>> DataParallel::MomentRanges() const 
   return ranges;
 }
 
+void DataParallel::AddPieces(int tensor, size_t first, size_t count, std::vector<const float*> data,
+                             std::vector<shard::SavedPiece>* pieces) const {
+  if (model_->layout().tensor(tensor).replicated && tp_.rank() != 0) return;
+  for (const TensorRun& run : model_->layout().GlobalRuns(tensor, first, count)) {
+    std::vector<const float*> at;
+    for (const float* d : data) at.push_back(d + (run.local - first));
+    pieces->push_back({tensor, run.global, run.count, std::move(at)});
+  }
+}
+
 std::vector<shard::SavedPiece> DataParallel::CheckpointPieces() {
   const ParamLayout& layout = model_->layout();
   std::vector<shard::SavedPiece> pieces;
@@ -251,10 +321,8 @@ std::vector<shard::SavedPiece> DataParallel::CheckpointPieces() {
       const size_t first = std::max(begin, packed), last = std::min(end, packed + view.size);
       if (first < last) {
         const size_t at = view.offset + (first - packed);
-        pieces.push_back({static_cast<int>(t),
-                          first - packed,
-                          last - first,
-                          {model_->params() + at, adam_->m().data() + at, adam_->v().data() + at}});
+        AddPieces(static_cast<int>(t), first - packed, last - first,
+                  {model_->params() + at, adam_->m().data() + at, adam_->v().data() + at}, &pieces);
       }
       packed += view.size;
     }
@@ -272,11 +340,10 @@ std::vector<shard::SavedPiece> DataParallel::CheckpointPieces() {
       if (first >= last) continue;
       const size_t in_slice = first - owned.begin;
       const size_t moment = shards.shard_offset(u) + in_slice;
-      pieces.push_back({t,
-                        first - view.offset,
-                        last - first,
-                        {zero_->ParamSlice(u) + in_slice, adam_->m().data() + moment,
-                         adam_->v().data() + moment}});
+      AddPieces(
+          t, first - view.offset, last - first,
+          {zero_->ParamSlice(u) + in_slice, adam_->m().data() + moment, adam_->v().data() + moment},
+          &pieces);
     }
   }
   return pieces;
@@ -299,10 +366,12 @@ absl::Status DataParallel::LoadCheckpoint(const shard::CheckpointReader& reader,
   // its own ranges only.
   for (size_t t = 0; t < saved.size(); ++t) {
     const TensorView& view = layout.tensor(static_cast<int>(t));
-    if (absl::Status s =
-            reader.Read(saved[t], arrays[0], 0, view.size, model_->params() + view.offset);
-        !s.ok()) {
-      return s;
+    for (const TensorRun& run : view.runs) {
+      if (absl::Status s = reader.Read(saved[t], arrays[0], run.global, run.count,
+                                       model_->params() + view.offset + run.local);
+          !s.ok()) {
+        return s;
+      }
     }
   }
   ParamsLoaded();
@@ -313,12 +382,16 @@ absl::Status DataParallel::LoadCheckpoint(const shard::CheckpointReader& reader,
       const size_t last = std::min(range.begin + range.length, view.offset + view.size);
       if (first >= last) continue;
       const size_t at = compact + (first - range.begin);
-      for (auto [array, moments] :
-           {std::pair{arrays[1], &adam_->m()}, std::pair{arrays[2], &adam_->v()}}) {
-        if (absl::Status s = reader.Read(saved[t], array, first - view.offset, last - first,
-                                         moments->data() + at);
-            !s.ok()) {
-          return s;
+      for (const TensorRun& run :
+           layout.GlobalRuns(static_cast<int>(t), first - view.offset, last - first)) {
+        const size_t to = at + (run.local - (first - view.offset));
+        for (auto [array, moments] :
+             {std::pair{arrays[1], &adam_->m()}, std::pair{arrays[2], &adam_->v()}}) {
+          if (absl::Status s =
+                  reader.Read(saved[t], array, run.global, run.count, moments->data() + to);
+              !s.ok()) {
+            return s;
+          }
         }
       }
     }

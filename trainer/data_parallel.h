@@ -21,6 +21,13 @@
 // The global gradient norm (clipping) is one all-reduce of the shards' sums of squares under ZeRO.
 // A single process (no communicator) is the trivial case of plain data parallelism.
 //
+// Under tensor parallelism `comm` is this rank's data-parallel group, and each rank of a
+// tensor-parallel group runs its own DataParallel over its part of the model (the model's
+// TensorParallel): the norm sums the group's parts, counting replicated tensors once; under
+// sequence parallelism the partial gradients of replicated tensors are summed over the group
+// first; checkpoints place each part in the whole tensors, replicated ones saved by the group's
+// first rank.
+//
 //   auto dp = DataParallel::Create(config, comm, &model);
 //   dp->ZeroGrads(); dp->BeginBackward(sync);
 //   model.Backward(scale, [&](int t) { dp->TensorReady(t); });
@@ -87,8 +94,9 @@ class DataParallel : public UnitHooks {
   // checkpoint saved by any layout; the model's tensors must fit it (CheckLayout).
   absl::Status LoadCheckpoint(const shard::CheckpointReader& reader, int64_t optimizer_step);
   int64_t optimizer_step() const { return adam_->step(); }
-  // Bytes this rank sent for gradients and parameters since the last call, counted as a ring
-  // sends them: 2(N-1)/N of each all-reduce, (N-1)/N of each reduce-scatter and all-gather.
+  // Bytes this rank sent for gradients and parameters since the last call (the tensor-parallel
+  // group's included), counted as a ring sends them: 2(N-1)/N of each all-reduce, (N-1)/N of each
+  // reduce-scatter and all-gather.
   uint64_t TakeBytesSent();
 
   // Bytes this rank keeps between steps (parameters, gradients, shards, moments), and the peak of
@@ -119,10 +127,25 @@ class DataParallel : public UnitHooks {
   // The flat ranges whose moments this rank keeps, and where each starts in AdamW's compact
   // moments.
   std::vector<std::pair<shard::Range, size_t>> MomentRanges() const;
+  // The gradient ranges this rank updates, each with where its gradients are now.
+  std::vector<std::pair<shard::Range, float*>> GradientSpans();
+  // Sums the partial gradients (TensorView::partial_gradient) inside `spans` over the
+  // tensor-parallel group, in one all-reduce.
+  absl::Status SumPartialGradients(const std::vector<std::pair<shard::Range, float*>>& spans);
+  // The sum of squares of the gradients in `span` that this rank counts in the global norm: all
+  // of them on a tensor-parallel group's first rank, its parts only (not the replicated tensors)
+  // on the others.
+  double CountedSquares(const std::pair<shard::Range, float*>& span) const;
+  // Appends the pieces of local elements [first, first + count) of tensor `tensor`, whose arrays
+  // start at `data`, placed in the whole tensor; nothing for a replicated tensor off the group's
+  // first rank.
+  void AddPieces(int tensor, size_t first, size_t count, std::vector<const float*> data,
+                 std::vector<shard::SavedPiece>* pieces) const;
 
   const Config& config_;
   Communicator* comm_;
   Gpt* model_;
+  TensorParallel& tp_;  // the model's
   std::unique_ptr<AdamW> adam_;
   std::unique_ptr<Communicator> shard_group_;    // hybrid: this rank's shard group
   std::unique_ptr<Communicator> replicas_;       // hybrid: its peers in the other groups

@@ -10,12 +10,19 @@ std::string Generate(Gpt* model, const std::string& prompt, int n, float tempera
   const int T = model->shape().seq_len;
   const int V = model->shape().vocab;
   std::vector<uint8_t> text(prompt.begin(), prompt.end());
-  std::vector<float> p(V);
+  std::vector<float> p(V), logits(V);
+  std::vector<uint8_t> context(T);
   for (int i = 0; i < n; ++i) {
     const int len = std::min<int>(static_cast<int>(text.size()), T);
-    model->Forward(text.data() + text.size() - len, nullptr, 1, len);
-    const float* logits = model->logits() + static_cast<size_t>(len - 1) * V;
-    const float maxv = *std::max_element(logits, logits + V);
+    // Padded at the end to the rows the model takes: causal attention keeps the padding out of
+    // the positions before it.
+    const int m = model->row_multiple();
+    const int padded = (len + m - 1) / m * m;
+    std::fill(context.begin(), context.end(), 0);
+    std::copy(text.end() - len, text.end(), context.begin());
+    model->Forward(context.data(), nullptr, 1, padded);
+    model->GatherLogits(len - 1, logits.data());
+    const float maxv = *std::max_element(logits.begin(), logits.end());
     float sum = 0.0f;
     for (int v = 0; v < V; ++v) {
       p[v] = std::exp((logits[v] - maxv) / temperature);

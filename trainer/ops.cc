@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "vector_clones.h"
 #include "weft/kernels/reduce.h"
@@ -72,27 +73,40 @@ constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 
 }  // namespace
 
-void EncoderForward(float* out, const uint8_t* tokens, const float* wte, const float* wpe, int B,
-                    int T, int C) {
-  for (int b = 0; b < B; ++b) {
-    for (int t = 0; t < T; ++t) {
-      float* o = out + (static_cast<size_t>(b) * T + t) * C;
-      const float* e = wte + static_cast<size_t>(tokens[b * T + t]) * C;
-      const float* p = wpe + static_cast<size_t>(t) * C;
-      for (int i = 0; i < C; ++i) o[i] = e[i] + p[i];
+void EmbeddingForward(float* out, const uint8_t* tokens, const float* wte, int first, int V, int N,
+                      int C) {
+  for (int n = 0; n < N; ++n) {
+    float* o = out + static_cast<size_t>(n) * C;
+    const int row = tokens[n] - first;
+    if (row >= 0 && row < V) {
+      std::memcpy(o, wte + static_cast<size_t>(row) * C, sizeof(float) * C);
+    } else {
+      std::memset(o, 0, sizeof(float) * C);
     }
   }
 }
 
-void EncoderBackward(float* dwte, float* dwpe, const float* dout, const uint8_t* tokens, int B,
-                     int T, int C) {
-  for (int b = 0; b < B; ++b) {
-    for (int t = 0; t < T; ++t) {
-      const float* d = dout + (static_cast<size_t>(b) * T + t) * C;
-      ReduceInto(DataType::kFloat32, ReduceOp::kSum,
-                 dwte + static_cast<size_t>(tokens[b * T + t]) * C, d, C);
-      ReduceInto(DataType::kFloat32, ReduceOp::kSum, dwpe + static_cast<size_t>(t) * C, d, C);
-    }
+void EmbeddingBackward(float* dwte, const float* dout, const uint8_t* tokens, int first, int V,
+                       int N, int C) {
+  for (int n = 0; n < N; ++n) {
+    const int row = tokens[n] - first;
+    if (row < 0 || row >= V) continue;
+    ReduceInto(DataType::kFloat32, ReduceOp::kSum, dwte + static_cast<size_t>(row) * C,
+               dout + static_cast<size_t>(n) * C, C);
+  }
+}
+
+void PositionForward(float* out, const float* wpe, int row0, int N, int T, int C) {
+  for (int n = 0; n < N; ++n) {
+    ReduceInto(DataType::kFloat32, ReduceOp::kSum, out + static_cast<size_t>(n) * C,
+               wpe + static_cast<size_t>((row0 + n) % T) * C, C);
+  }
+}
+
+void PositionBackward(float* dwpe, const float* dout, int row0, int N, int T, int C) {
+  for (int n = 0; n < N; ++n) {
+    ReduceInto(DataType::kFloat32, ReduceOp::kSum, dwpe + static_cast<size_t>((row0 + n) % T) * C,
+               dout + static_cast<size_t>(n) * C, C);
   }
 }
 
@@ -267,31 +281,67 @@ void ResidualForward(float* out, const float* a, const float* b, int n) {
 }
 
 WEFT_VECTOR_CLONES
-double SoftmaxCrossEntropyForward(float* probs, const float* logits, const uint8_t* targets, int N,
-                                  int V) {
-  double loss = 0.0;
+void CrossEntropyMax(float* maxes, const float* logits, int N, int V) {
+  for (int n = 0; n < N; ++n) {
+    const float* l = logits + static_cast<size_t>(n) * V;
+    float maxv = l[0];
+    for (int v = 1; v < V; ++v) maxv = l[v] > maxv ? l[v] : maxv;
+    maxes[n] = maxv;
+  }
+}
+
+void CrossEntropyExp(float* probs, float* sums, float* target_logits, const float* logits,
+                     const float* maxes, const uint8_t* targets, int first, int N, int V) {
   for (int n = 0; n < N; ++n) {
     const float* l = logits + static_cast<size_t>(n) * V;
     float* p = probs + static_cast<size_t>(n) * V;
-    float maxv = l[0];
-    for (int v = 1; v < V; ++v) maxv = l[v] > maxv ? l[v] : maxv;
-    for (int v = 0; v < V; ++v) p[v] = FastExp(l[v] - maxv);
-    const float sum = Sum(p, V);
-    const float inv = 1.0f / sum;
+    for (int v = 0; v < V; ++v) p[v] = FastExp(l[v] - maxes[n]);
+    sums[n] = Sum(p, V);
+    const int target = targets[n] - first;
+    target_logits[n] = target >= 0 && target < V ? l[target] : 0.0f;
+  }
+}
+
+double CrossEntropyNormalize(float* probs, const float* sums, const float* maxes,
+                             const float* target_logits, int N, int V) {
+  double loss = 0.0;
+  for (int n = 0; n < N; ++n) {
+    float* p = probs + static_cast<size_t>(n) * V;
+    const float inv = 1.0f / sums[n];
     for (int v = 0; v < V; ++v) p[v] *= inv;
     // From the logits rather than log(p): exact for tiny probabilities.
-    loss += static_cast<double>(std::log(sum)) + maxv - l[targets[n]];
+    loss += static_cast<double>(std::log(sums[n])) + maxes[n] - target_logits[n];
   }
   return loss;
 }
 
+double SoftmaxCrossEntropyForward(float* probs, const float* logits, const uint8_t* targets, int N,
+                                  int V) {
+  std::vector<float> maxes(N), sums(N), target_logits(N);
+  CrossEntropyMax(maxes.data(), logits, N, V);
+  CrossEntropyExp(probs, sums.data(), target_logits.data(), logits, maxes.data(), targets, 0, N, V);
+  return CrossEntropyNormalize(probs, sums.data(), maxes.data(), target_logits.data(), N, V);
+}
+
 void SoftmaxCrossEntropyBackward(float* dlogits, const float* probs, const uint8_t* targets,
-                                 float scale, int N, int V) {
+                                 int first, float scale, int N, int V) {
   for (int n = 0; n < N; ++n) {
     const float* p = probs + static_cast<size_t>(n) * V;
     float* d = dlogits + static_cast<size_t>(n) * V;
     for (int v = 0; v < V; ++v) d[v] = p[v] * scale;
-    d[targets[n]] -= scale;
+    const int target = targets[n] - first;
+    if (target >= 0 && target < V) d[target] -= scale;
+  }
+}
+
+void AddBiasResidual(float* out, const float* bias, const float* residual, int N, int C) {
+  for (int n = 0; n < N; ++n) {
+    const size_t row = static_cast<size_t>(n) * C;
+    for (int c = 0; c < C; ++c) {
+      float add = residual != nullptr ? residual[row + c] : 0.0f;
+      if (bias != nullptr) add = residual != nullptr ? add + bias[c] : bias[c];
+      out[row + c] = add + out[row + c];
+    }
   }
 }
 

@@ -13,12 +13,18 @@
 
 namespace weft::trainer::ops {
 
-// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:].
-void EncoderForward(float* out, const uint8_t* tokens, const float* wte, const float* wpe, int B,
-                    int T, int C);
-// dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:].
-void EncoderBackward(float* dwte, float* dwpe, const float* dout, const uint8_t* tokens, int B,
-                     int T, int C);
+// The token embedding of a slice of the vocabulary, tokens [first, first + V) (all of it when
+// first = 0 and V is the vocabulary): out[n,:] = wte[tokens[n] − first,:] for tokens in the slice,
+// 0 for the others, so that the slices' outputs sum to the full lookup.
+void EmbeddingForward(float* out, const uint8_t* tokens, const float* wte, int first, int V, int N,
+                      int C);
+// dwte[tokens[n] − first,:] += dout[n,:] for tokens in the slice.
+void EmbeddingBackward(float* dwte, const float* dout, const uint8_t* tokens, int first, int V,
+                       int N, int C);
+// Rows row0 .. row0 + N − 1 of B·T token rows: out[n,:] += wpe[(row0 + n) mod T,:].
+void PositionForward(float* out, const float* wpe, int row0, int N, int T, int C);
+// dwpe[(row0 + n) mod T,:] += dout[n,:].
+void PositionBackward(float* dwpe, const float* dout, int row0, int N, int T, int C);
 
 // The widest row LayerNorm takes (its backward keeps a row of scratch on the stack).
 inline constexpr int kMaxLayerNormWidth = 8192;
@@ -53,12 +59,29 @@ void GeluBackward(float* dinp, const float* inp, const float* dout, int n);
 // out = a + b.
 void ResidualForward(float* out, const float* a, const float* b, int n);
 
-// Softmax of logits[N,V] into probs and the summed cross-entropy of the targets; returns the sum
-// of -log p(target) over the N rows.
+// Softmax cross-entropy over a slice [first, first + V) of the vocabulary (all of it when first = 0
+// and V is the vocabulary), in three passes, so that a vocabulary-parallel group can combine its
+// slices between them without ever holding a full row of logits:
+//   1. maxes[n] = the largest of row n's logits (then the largest over the group);
+//   2. probs = exp(logits − maxes); sums[n] = Σ probs of row n, and target_logits[n] = the
+//      target's logit if it is in the slice, else 0 (then each summed over the group);
+//   3. probs /= sums; returns Σ_n log(sums[n]) + maxes[n] − target_logits[n].
+void CrossEntropyMax(float* maxes, const float* logits, int N, int V);
+void CrossEntropyExp(float* probs, float* sums, float* target_logits, const float* logits,
+                     const float* maxes, const uint8_t* targets, int first, int N, int V);
+double CrossEntropyNormalize(float* probs, const float* sums, const float* maxes,
+                             const float* target_logits, int N, int V);
+// The three passes for a whole vocabulary: softmax of logits[N,V] into probs; returns the sum of
+// -log p(target) over the N rows.
 double SoftmaxCrossEntropyForward(float* probs, const float* logits, const uint8_t* targets, int N,
                                   int V);
-// dlogits = (probs - onehot(target)) · scale, overwritten (scale = dloss per row).
+// dlogits = (probs − onehot(target − first)) · scale over the slice, overwritten (scale = dloss
+// per row).
 void SoftmaxCrossEntropyBackward(float* dlogits, const float* probs, const uint8_t* targets,
-                                 float scale, int N, int V);
+                                 int first, float scale, int N, int V);
+
+// out[n,:] = (residual[n,:] + bias) + out[n,:], the order MatmulForward folds them in (bias or
+// residual may be null).
+void AddBiasResidual(float* out, const float* bias, const float* residual, int N, int C);
 
 }  // namespace weft::trainer::ops

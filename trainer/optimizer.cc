@@ -81,12 +81,6 @@ void ClipToNorm(float* grads, size_t n, double norm, double max_norm) {
   }
 }
 
-double ClipByGlobalNorm(float* grads, size_t n, double max_norm) {
-  const double norm = GlobalNorm(grads, n);
-  ClipToNorm(grads, n, norm, max_norm);
-  return norm;
-}
-
 double LearningRate(int64_t step, int64_t total, int64_t warmup, double lr, double min_ratio) {
   if (step < warmup) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
   const double min_lr = lr * min_ratio;

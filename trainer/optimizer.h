@@ -65,9 +65,6 @@ double SumOfSquares(const float* grads, size_t n);
 double GlobalNorm(const float* grads, size_t n);
 // Scales grads so that a global norm of `norm` becomes at most max_norm (0: leaves them).
 void ClipToNorm(float* grads, size_t n, double norm, double max_norm);
-// Scales grads so their global norm is at most max_norm; returns the norm before clipping.
-// max_norm = 0 only measures.
-double ClipByGlobalNorm(float* grads, size_t n, double max_norm);
 
 // Linear warm-up from lr/warmup to lr over `warmup` steps, then cosine decay to lr · min_ratio at
 // step `total`. `step` counts from 0.

@@ -6,11 +6,25 @@
 namespace weft::trainer {
 
 int ParamLayout::Add(std::string name, std::vector<int> shape, bool weight_decay) {
+  size_t size = 1;
+  for (int d : shape) size *= static_cast<size_t>(d);
+  std::vector<int> global_shape = shape;
+  const int t = AddPart(std::move(name), std::move(global_shape), std::move(shape), {{0, 0, size}},
+                        weight_decay);
+  tensors_[t].replicated = true;
+  return t;
+}
+
+int ParamLayout::AddPart(std::string name, std::vector<int> global_shape, std::vector<int> shape,
+                         std::vector<TensorRun> runs, bool weight_decay) {
   TensorView view;
   view.name = std::move(name);
   view.size = 1;
   for (int d : shape) view.size *= static_cast<size_t>(d);
   view.shape = std::move(shape);
+  view.global_shape = std::move(global_shape);
+  view.replicated = false;
+  view.runs = std::move(runs);
   view.offset = total_;
   view.weight_decay = weight_decay;
   view.unit = static_cast<int>(units_.size());
@@ -38,19 +52,14 @@ int ParamLayout::Find(const std::string& name) const {
   return -1;
 }
 
-std::vector<float> ParamLayout::Pack(const float* flat) const {
-  std::vector<float> packed;
-  packed.reserve(parameters_);
-  for (const TensorView& t : tensors_)
-    packed.insert(packed.end(), flat + t.offset, flat + t.offset + t.size);
-  return packed;
-}
-
-void ParamLayout::Unpack(const float* packed, float* flat) const {
-  for (const TensorView& t : tensors_) {
-    std::copy(packed, packed + t.size, flat + t.offset);
-    packed += t.size;
+std::vector<TensorRun> ParamLayout::GlobalRuns(int tensor, size_t first, size_t count) const {
+  std::vector<TensorRun> pieces;
+  const size_t last = first + count;
+  for (const TensorRun& run : tensors_[tensor].runs) {
+    const size_t begin = std::max(first, run.local), end = std::min(last, run.local + run.count);
+    if (begin < end) pieces.push_back({run.global + (begin - run.local), begin, end - begin});
   }
+  return pieces;
 }
 
 }  // namespace weft::trainer

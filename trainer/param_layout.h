@@ -6,6 +6,11 @@
 // units (the embeddings, each block, the final norm): what ZeRO reduces and gathers at once. Each
 // unit ends padded to a multiple of `pad_quantum` elements (1: no padding), so that it divides
 // into equal, aligned per-rank slices; padding is never read by the model and stays zero.
+//
+// Under tensor parallelism a rank holds part of some tensors (a slice of rows or columns): its
+// view has the local shape, the whole tensor's shape, and the runs that place each local element
+// in the whole tensor, so that initialisation and checkpoints address the whole tensor's elements
+// whatever the layout.
 #pragma once
 
 #include <cstddef>
@@ -14,13 +19,28 @@
 
 namespace weft::trainer {
 
+// Local elements [local, local + count) of a tensor are elements [global, global + count) of the
+// whole tensor (row-major in its global shape).
+struct TensorRun {
+  size_t global = 0;
+  size_t local = 0;
+  size_t count = 0;
+};
+
 struct TensorView {
-  std::string name;           // e.g. "h.0.attn.qkv.w"
-  std::vector<int> shape;     // row-major
-  size_t offset = 0;          // in floats, from the start of the flat buffer
-  size_t size = 0;            // product of shape
-  bool weight_decay = false;  // AdamW decays matrices and embeddings, not biases or norms
-  int unit = 0;               // the unit it belongs to
+  std::string name;               // e.g. "h.0.attn.qkv.w"
+  std::vector<int> shape;         // this rank's part, row-major
+  std::vector<int> global_shape;  // the whole tensor's
+  size_t offset = 0;              // in floats, from the start of the flat buffer
+  size_t size = 0;                // product of shape
+  bool weight_decay = false;      // AdamW decays matrices and embeddings, not biases or norms
+  // Every tensor-parallel rank holds the whole tensor (the same values on each).
+  bool replicated = true;
+  // Under sequence parallelism: each rank's gradient covers its token rows only, and the group's
+  // sum is the gradient.
+  bool partial_gradient = false;
+  std::vector<TensorRun> runs;  // where the local elements lie in the whole tensor, in local order
+  int unit = 0;                 // the unit it belongs to
 };
 
 struct UnitView {
@@ -35,8 +55,14 @@ class ParamLayout {
  public:
   explicit ParamLayout(size_t pad_quantum = 1) : pad_quantum_(pad_quantum) {}
 
-  // Appends a tensor to the open unit and returns its index (registration order).
+  // Appends a whole tensor to the open unit and returns its index (registration order).
   int Add(std::string name, std::vector<int> shape, bool weight_decay);
+  // Appends this rank's part of a tensor: `runs` place its elements (the product of `shape`) in
+  // the whole tensor of `global_shape`.
+  int AddPart(std::string name, std::vector<int> global_shape, std::vector<int> shape,
+              std::vector<TensorRun> runs, bool weight_decay);
+  // Marks a tensor's gradient as partial across the tensor-parallel group (TensorView).
+  void MarkPartialGradient(int tensor) { tensors_[tensor].partial_gradient = true; }
   // Closes the open unit (the tensors added since the last EndUnit) and pads it.
   void EndUnit(std::string name);
 
@@ -50,11 +76,9 @@ class ParamLayout {
   // The index of the named tensor, or -1.
   int Find(const std::string& name) const;
 
-  // The tensors of `flat` (total() elements) back to back in registration order, without
-  // padding: a form that does not depend on pad_quantum (checkpoints).
-  std::vector<float> Pack(const float* flat) const;
-  // The inverse: scatters `packed` (parameters() elements) into `flat`; padding is left alone.
-  void Unpack(const float* packed, float* flat) const;
+  // Local elements [first, first + count) of tensor `tensor`, cut where they change runs: each
+  // piece's place in the whole tensor (global) and in the local part (local).
+  std::vector<TensorRun> GlobalRuns(int tensor, size_t first, size_t count) const;
 
  private:
   size_t pad_quantum_;

@@ -20,6 +20,7 @@
 #include "data.h"
 #include "data_parallel.h"
 #include "generate.h"
+#include "mesh.h"
 #include "model.h"
 #include "optimizer.h"
 #include "plot.h"
@@ -65,6 +66,17 @@ double ProcessCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+// The whole model's parameters, whatever part of them this rank holds.
+size_t WholeParameters(const ParamLayout& layout) {
+  size_t total = 0;
+  for (const TensorView& t : layout.tensors()) {
+    size_t size = 1;
+    for (int d : t.global_shape) size *= static_cast<size_t>(d);
+    total += size;
+  }
+  return total;
+}
+
 std::string FormatDuration(double seconds) {
   const int s = static_cast<int>(std::lround(seconds));
   if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, s % 3600 / 60);
@@ -107,7 +119,6 @@ class Run {
         options_(options),
         group_(comm),
         micro_(config.micro_batch(group_.size())),
-        model_(config.shape(), micro_, DataParallel::PadQuantum(config, group_.comm())),
         sample_rng_(Mix64(config.seed ^ 0x5a3b1e)) {}
 
   absl::StatusOr<TrainSummary> Execute();
@@ -127,12 +138,16 @@ class Run {
 
   const Config config_;
   const TrainOptions options_;
-  const Group group_;
+  const Group group_;  // every rank
   const int micro_;
-  Gpt model_;
+  Mesh mesh_;
+  Group data_{nullptr};  // this rank's data-parallel group
+  std::unique_ptr<TensorParallel> tp_;
+  std::unique_ptr<Gpt> model_;
   std::unique_ptr<DataParallel> dp_;
-  int64_t state_bytes_ = 0;   // the most any rank keeps between steps
-  int64_t buffer_bytes_ = 0;  // the most any rank holds during a step (DataParallel)
+  int64_t activation_bytes_ = 0;  // the most any rank keeps for backward
+  int64_t state_bytes_ = 0;       // the most any rank keeps between steps
+  int64_t buffer_bytes_ = 0;      // the most any rank holds during a step (DataParallel)
   Rng sample_rng_;
   Corpus corpus_;
   std::vector<uint8_t> tokens_, targets_;
@@ -149,9 +164,18 @@ absl::Status Run::Setup() {
   corpus_ = std::move(*corpus);
   tokens_.resize(static_cast<size_t>(micro_) * config_.seq_len);
   targets_.resize(tokens_.size());
-  model_.InitParams(config_.seed);
+  absl::StatusOr<Mesh> mesh = Mesh::Create(config_, group_.comm());
+  if (!mesh.ok()) return mesh.status();
+  mesh_ = *std::move(mesh);
+  if (leader() && group_.size() > 1) std::printf("%s\n", mesh_.Describe().c_str());
+  data_ = Group(mesh_.dp_comm());
+  tp_ = std::make_unique<TensorParallel>(mesh_.tp_comm(), config_.sequence_parallel == "true",
+                                         kCommTimeout);
+  model_ = std::make_unique<Gpt>(config_.shape(), micro_,
+                                 DataParallel::PadQuantum(config_, data_.comm()), tp_.get());
+  model_->InitParams(config_.seed);
   absl::StatusOr<std::unique_ptr<DataParallel>> dp =
-      DataParallel::Create(config_, group_.comm(), &model_);
+      DataParallel::Create(config_, data_.comm(), model_.get());
   if (!dp.ok()) return dp.status();
   dp_ = std::move(*dp);
   std::error_code ec;
@@ -178,11 +202,12 @@ absl::Status Run::Setup() {
 
 absl::Status Run::UpdateMemoryFigures() {
   // The metrics carry the largest figures of any rank.
-  int64_t bytes[2] = {static_cast<int64_t>(dp_->state_bytes()),
-                      static_cast<int64_t>(dp_->buffer_bytes())};
+  int64_t bytes[3] = {static_cast<int64_t>(dp_->state_bytes()),
+                      static_cast<int64_t>(dp_->buffer_bytes()),
+                      static_cast<int64_t>(model_->activation_bytes())};
   if (group_.comm() != nullptr) {
     if (absl::Status s = group_.comm()
-                             ->AllReduce(bytes, bytes, 2, DataType::kInt64, ReduceOp::kMax)
+                             ->AllReduce(bytes, bytes, 3, DataType::kInt64, ReduceOp::kMax)
                              .Wait(kCommTimeout);
         !s.ok()) {
       return s;
@@ -190,6 +215,7 @@ absl::Status Run::UpdateMemoryFigures() {
   }
   state_bytes_ = bytes[0];
   buffer_bytes_ = bytes[1];
+  activation_bytes_ = bytes[2];
   return absl::OkStatus();
 }
 
@@ -280,7 +306,7 @@ absl::Status Run::LoadCheckpoint(const shard::CheckpointReader& reader) {
   }
   std::vector<shard::TensorInfo> tensors;
   for (const shard::ManifestTensor& t : reader.manifest().tensors) tensors.push_back(t.info);
-  if (absl::Status s = CheckLayout(tensors, model_.layout()); !s.ok()) differ(s.message());
+  if (absl::Status s = CheckLayout(tensors, model_->layout()); !s.ok()) differ(s.message());
   if (!differences.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("resume: checkpoint ", path, " does not fit this run: ", differences,
@@ -304,25 +330,28 @@ absl::Status Run::LoadCheckpoint(const shard::CheckpointReader& reader) {
 absl::Status Run::Step(int step, double* loss, double* grad_norm, double* lr,
                        absl::Duration* comm_wait) {
   const int T = config_.seq_len;
-  const int world = group_.size();
+  const int dp = data_.size();
   const int accum = config_.grad_accum;
   const float loss_scale = 1.0f / (static_cast<float>(micro_) * T * accum);
   dp_->ZeroGrads();
   double local_loss = 0;
   const auto on_ready = [&](int tensor) { dp_->TensorReady(tensor); };
   for (int m = 0; m < accum; ++m) {
+    // The ranks of a tensor-parallel group read the same sequences.
     const uint64_t first = static_cast<uint64_t>(step) * config_.batch_size +
-                           static_cast<uint64_t>(m * world + group_.rank()) * micro_;
+                           static_cast<uint64_t>(m * dp + data_.rank()) * micro_;
     GatherTrainSamples(corpus_.train, config_.seed, first, micro_, T, tokens_.data(),
                        targets_.data());
-    local_loss += model_.Forward(tokens_.data(), targets_.data(), micro_, T);
+    local_loss += model_->Forward(tokens_.data(), targets_.data(), micro_, T);
     dp_->BeginBackward(/*sync=*/m == accum - 1);
-    model_.Backward(loss_scale, on_ready);
+    model_->Backward(loss_scale, on_ready);
+    if (absl::Status s = tp_->TakeError(); !s.ok()) return s;
     if (absl::Status s = dp_->FinishBackward(comm_wait); !s.ok()) return s;
   }
-  // The step's loss: the mean over every token of the global batch.
+  // The step's loss: the mean over every token of the global batch (each tensor-parallel group
+  // holds its sequences' whole loss).
   double sum = local_loss;
-  if (absl::Status s = group_.SumDoubles(&sum, 1, comm_wait); !s.ok()) return s;
+  if (absl::Status s = data_.SumDoubles(&sum, 1, comm_wait); !s.ok()) return s;
   *loss = sum / (static_cast<double>(config_.batch_size) * T);
   *lr = LearningRate(step, config_.steps, config_.warmup_steps, config_.scaled_lr(),
                      config_.min_lr_ratio);
@@ -336,18 +365,20 @@ absl::StatusOr<double> Run::Evaluate(absl::Duration* comm_wait) {
   int filled = 0;
   auto flush = [&] {
     if (filled == 0) return;
-    totals[0] += model_.Forward(tokens_.data(), targets_.data(), filled, T);
+    totals[0] += model_->Forward(tokens_.data(), targets_.data(), filled, T);
     totals[1] += static_cast<double>(filled) * T;
     filled = 0;
   };
-  for (int k = group_.rank(); k < count; k += group_.size()) {
+  // Each data-parallel rank gets count / dp sequences, a multiple of the micro-batch.
+  for (int k = data_.rank(); k < count; k += data_.size()) {
     GatherValSample(corpus_.val, k, count, T, tokens_.data() + static_cast<size_t>(filled) * T,
                     targets_.data() + static_cast<size_t>(filled) * T);
     if (++filled == micro_) flush();
   }
   flush();
+  if (absl::Status s = tp_->TakeError(); !s.ok()) return s;
   if (absl::Status s = dp_->TakeError(); !s.ok()) return s;
-  if (absl::Status s = group_.SumDoubles(totals, 2, comm_wait); !s.ok()) return s;
+  if (absl::Status s = data_.SumDoubles(totals, 2, comm_wait); !s.ok()) return s;
   return totals[0] / totals[1];
 }
 
@@ -359,9 +390,10 @@ absl::Status Run::SaveCheckpoint(int step) {
   meta.optimizer_step = dp_->optimizer_step();
   meta.config_json = ToJson(config_);
   meta.ranks = group_.size();
+  meta.tp = config_.tp;
   meta.zero = config_.zero;
   meta.shard_group = config_.zero > 0
-                         ? static_cast<int>(DataParallel::ShardGroup(config_, group_.comm()).size())
+                         ? static_cast<int>(DataParallel::ShardGroup(config_, data_.comm()).size())
                          : 0;
   const std::string path = CheckpointPath(run_dir_, step);
   // A checkpoint of this step exists only where resume rejected it: this one replaces it.
@@ -370,7 +402,7 @@ absl::Status Run::SaveCheckpoint(int step) {
     std::filesystem::remove_all(path, ec);
   }
   absl::Status s =
-      shard::SaveCheckpoint(group_.comm(), path, kCheckpointArrays, TensorTable(model_.layout()),
+      shard::SaveCheckpoint(group_.comm(), path, kCheckpointArrays, TensorTable(model_->layout()),
                             dp_->CheckpointPieces(), MetaJson(meta), kCommTimeout);
   if (!s.ok() || !leader()) return s;
   return CommitLatest(run_dir_, step, config_.keep_checkpoints);
@@ -385,13 +417,13 @@ absl::StatusOr<TrainSummary> Run::Execute() {
     std::printf(
         "weft-train: %zu parameters (%d layers, %d heads, width %d, context %d); corpus %s: "
         "%zu train / %zu val bytes\n"
-        "weft-train: %d rank%s x %d thread%s, batch %d = %d micro x %d accum x %d ranks, "
-        "lr %.3g (%s scaling), %d steps, out %s\n",
-        model_.layout().parameters(), config_.n_layer, config_.n_head, config_.n_embd,
+        "weft-train: %d rank%s x %d thread%s, batch %d = %d micro x %d accum x %d data-parallel "
+        "ranks, lr %.3g (%s scaling), %d steps, out %s\n",
+        WholeParameters(model_->layout()), config_.n_layer, config_.n_head, config_.n_embd,
         config_.seq_len, corpus_.source.c_str(), corpus_.train.size(), corpus_.val.size(),
         group_.size(), group_.size() == 1 ? "" : "s", config_.threads,
         config_.threads == 1 ? "" : "s", config_.batch_size, micro_, config_.grad_accum,
-        group_.size(), config_.scaled_lr(), config_.lr_scaling.c_str(), total,
+        data_.size(), config_.scaled_lr(), config_.lr_scaling.c_str(), total,
         options_.out_dir.c_str());
     std::printf("weft-train: %s\n", dp_->MemoryReport().c_str());
     std::fflush(stdout);
@@ -437,9 +469,11 @@ absl::StatusOr<TrainSummary> Run::Execute() {
           "{\"step\": %d, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, "
           "\"tokens_per_s\": "
           "%.1f, \"step_ms\": %.3f, \"cpu_ms\": %.3f, \"comm_wait_ms\": %.3f, "
-          "\"state_bytes\": %d, \"buffer_bytes\": %d, \"comm_bytes\": %d",
+          "\"state_bytes\": %d, \"buffer_bytes\": %d, \"activation_bytes\": %d, "
+          "\"comm_bytes\": %d",
           done, loss, lr, norm, tokens_per_s, seconds * 1e3, cpu_seconds * 1e3,
-          absl::ToDoubleMilliseconds(comm_wait), state_bytes_, buffer_bytes_, comm_bytes);
+          absl::ToDoubleMilliseconds(comm_wait), state_bytes_, buffer_bytes_, activation_bytes_,
+          comm_bytes);
       if (val) absl::StrAppendFormat(&line, ", \"val_loss\": %.17g", *val);
       metrics_ << line << "}\n";
       metrics_.flush();
@@ -467,9 +501,17 @@ absl::StatusOr<TrainSummary> Run::Execute() {
   summary.mean_tokens_per_s = timed_steps > 0 ? tokens_per_step * timed_steps / timed_seconds : 0;
   summary.comm_wait_share = timed_seconds > 0 ? timed_wait / timed_seconds : 0;
   summary.mean_cpu_ms = timed_steps > 0 ? 1e3 * timed_cpu / timed_steps : 0;
-  // The closing sample runs on rank 0 alone: every rank first gathers what it needs.
-  if (summary.steps_done == total && config_.sample_tokens > 0) {
+  // The closing sample runs on rank 0's tensor-parallel group alone: every rank first gathers
+  // what it needs.
+  const bool sample = summary.steps_done == total && config_.sample_tokens > 0;
+  std::string text;
+  if (sample) {
     if (absl::Status s = dp_->GatherForInference(); !s.ok()) return s;
+    if (mesh_.dp_rank() == 0 && mesh_.pp_rank() == 0) {
+      text = Generate(model_.get(), config_.sample_prompt, config_.sample_tokens,
+                      kSampleTemperature, &sample_rng_);
+      if (absl::Status s = tp_->TakeError(); !s.ok()) return s;
+    }
   }
   if (leader() && summary.steps_done == total) {
     std::printf("weft-train: %s\n", dp_->MemoryReport().c_str());
@@ -484,9 +526,7 @@ absl::StatusOr<TrainSummary> Run::Execute() {
     } else {
       std::printf("loss curve: not drawn: %s\n", std::string(png.status().message()).c_str());
     }
-    if (config_.sample_tokens > 0) {
-      const std::string text = Generate(&model_, config_.sample_prompt, config_.sample_tokens,
-                                        kSampleTemperature, &sample_rng_);
+    if (sample) {
       std::printf("sample (temperature %.1f):\n%s%s\n", kSampleTemperature,
                   Printable(config_.sample_prompt).c_str(), Printable(text).c_str());
     }

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/match.h"
 
 namespace weft::trainer {
@@ -40,6 +43,65 @@ TEST(ConfigTest, ShardGroupNodeRoundTripsAndNeedsZero) {
                         "shard_group=node shards optimizer state: it needs zero=1, 2 or 3"));
   ASSERT_TRUE(ApplyOverride(&plain, "shard_group=-2").ok());
   EXPECT_TRUE(absl::StrContains(Validate(plain, 4).message(), "shard_group must be a number"));
+}
+
+// Each mesh check on its own, then all of them at once: a config that does not fit lists every
+// reason, not only the first.
+TEST(ConfigTest, MeshChecksEachSayWhy) {
+  struct Case {
+    std::vector<const char*> sets;
+    int world;
+    const char* says;
+  };
+  const Case cases[] = {
+      {{"tp=2", "dp=3"}, 4, "the world size (4 ranks) must equal dp × tp × pp (3 × 2 × 1 = 6)"},
+      {{"tp=3"}, 4, "the world size (4 ranks) must be a multiple of tp × pp (3 × 1 = 3)"},
+      {{"tp=0"}, 4, "tp must be >= 1"},
+      {{"pp=2"}, 4, "pp=2: pipeline parallelism is not available yet"},
+      {{"dp=-1"}, 4, "dp must be >= 0"},
+      {{"tp=4", "n_head=2", "n_embd=64"}, 4, "n_head (2) must be divisible by tp (4)"},
+      {{"tp=4", "n_head=4", "n_embd=34"}, 4, "n_embd (34) must be divisible by tp (4)"},
+      {{"tp=8", "n_head=8", "n_embd=33"},
+       8,
+       "the MLP width 4·n_embd (132) must be divisible by tp (8)"},
+      {{"tp=3", "n_head=3", "n_embd=48"}, 3, "the vocabulary (256) must be divisible by tp (3)"},
+      {{"tp=2", "batch_size=6", "grad_accum=2"},
+       4,
+       "batch_size (6, global) must be divisible by dp × grad_accum (2 × 2 = 4)"},
+      {{"tp=2", "sequence_parallel=yes"}, 2, "sequence_parallel must be true or false"},
+      {{"tp=4", "n_head=4", "seq_len=18", "sequence_parallel=true"},
+       4,
+       "sequence_parallel: seq_len (18) must be divisible by tp (4)"},
+      {{"tp=2", "zero=1", "shard_group=2", "batch_size=6"},
+       6,
+       "shard_group (2) must divide the data-parallel ranks (3)"},
+  };
+  for (const Case& c : cases) {
+    Config config;
+    for (const char* set : c.sets) ASSERT_TRUE(ApplyOverride(&config, set).ok()) << set;
+    const absl::Status s = Validate(config, c.world);
+    EXPECT_TRUE(absl::StrContains(s.message(), c.says)) << c.says << "\n got: " << s;
+  }
+  Config fits;
+  for (const char* set : {"tp=2", "dp=2", "n_head=4", "sequence_parallel=true"}) {
+    ASSERT_TRUE(ApplyOverride(&fits, set).ok());
+  }
+  EXPECT_TRUE(Validate(fits, 4).ok()) << Validate(fits, 4);
+  EXPECT_EQ(fits.data_parallel(4), 2);
+  EXPECT_EQ(fits.micro_batch(4), 6);
+
+  Config all;
+  for (const char* set : {"tp=3", "n_head=4", "n_embd=128", "batch_size=7"}) {
+    ASSERT_TRUE(ApplyOverride(&all, set).ok());
+  }
+  const std::string message(Validate(all, 6).message());
+  for (const char* says :
+       {"n_head (4) must be divisible by tp (3)", "n_embd (128) must be divisible by tp (3)",
+        "the MLP width 4·n_embd (512) must be divisible by tp (3)",
+        "the vocabulary (256) must be divisible by tp (3)",
+        "batch_size (7, global) must be divisible by dp × grad_accum (2 × 1 = 2)"}) {
+    EXPECT_TRUE(absl::StrContains(message, says)) << says << "\n got: " << message;
+  }
 }
 
 TEST(ConfigTest, ErrorsNameTheSourceAndWhere) {

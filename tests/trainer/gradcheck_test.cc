@@ -67,11 +67,13 @@ TEST(GradCheck, Encoder) {
   const std::vector<float> g = Random(B * T * C, &rng);
   std::vector<float> out(B * T * C);
   auto loss = [&] {
-    ops::EncoderForward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+    ops::EmbeddingForward(out.data(), tokens.data(), wte.data(), 0, V, B * T, C);
+    ops::PositionForward(out.data(), wpe.data(), 0, B * T, T, C);
     return Dot(out, g);
   };
   std::vector<float> dwte(wte.size(), 0.0f), dwpe(wpe.size(), 0.0f);
-  ops::EncoderBackward(dwte.data(), dwpe.data(), g.data(), tokens.data(), B, T, C);
+  ops::EmbeddingBackward(dwte.data(), g.data(), tokens.data(), 0, V, B * T, C);
+  ops::PositionBackward(dwpe.data(), g.data(), 0, B * T, T, C);
   ExpectGradient("encoder wte", &wte, dwte, loss);
   ExpectGradient("encoder wpe", &wpe, dwpe, loss);
 }
@@ -198,7 +200,7 @@ TEST(GradCheck, SoftmaxCrossEntropy) {
   }
   EXPECT_NEAR(total, expected, 1e-5 * std::abs(expected));
   std::vector<float> dlogits(N * V);
-  ops::SoftmaxCrossEntropyBackward(dlogits.data(), probs.data(), targets.data(), 1.0f, N, V);
+  ops::SoftmaxCrossEntropyBackward(dlogits.data(), probs.data(), targets.data(), 0, 1.0f, N, V);
   ExpectGradient("cross-entropy logits", &logits, dlogits, loss);
 }
 

@@ -115,11 +115,12 @@ TEST(AdamW, OwnedRangesWhereverTheyLiveMatchTheWholeLayoutBitForBit) {
 TEST(Clip, ReportsTheNormBeforeClippingAndScalesToMaxNorm) {
   std::vector<float> g = {3.0f, 4.0f, 0.0f, 12.0f};  // norm 13
   std::vector<float> original = g;
-  EXPECT_DOUBLE_EQ(ClipByGlobalNorm(g.data(), g.size(), 0.0), 13.0);  // 0 only measures
+  EXPECT_DOUBLE_EQ(GlobalNorm(g.data(), g.size()), 13.0);
+  ClipToNorm(g.data(), g.size(), 13.0, 0.0);  // 0: no clipping
   EXPECT_EQ(g, original);
-  EXPECT_DOUBLE_EQ(ClipByGlobalNorm(g.data(), g.size(), 20.0), 13.0);  // under the cap
+  ClipToNorm(g.data(), g.size(), 13.0, 20.0);  // under the cap
   EXPECT_EQ(g, original);
-  EXPECT_DOUBLE_EQ(ClipByGlobalNorm(g.data(), g.size(), 1.0), 13.0);
+  ClipToNorm(g.data(), g.size(), 13.0, 1.0);
   for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], original[i] / 13.0, 1e-7) << i;
   EXPECT_NEAR(GlobalNorm(g.data(), g.size()), 1.0, 1e-6);
 }

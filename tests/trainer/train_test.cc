@@ -29,6 +29,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "subprocess.h"
 #include "time_scale.h"
@@ -49,7 +50,7 @@ struct SavedTensor {
 };
 
 // One parallel layout of the same job: ranks, gradient accumulation, ZeRO stage, transport, and
-// one more setting.
+// more settings (comma-separated key=value).
 struct Layout {
   int ranks = 1;
   int accum = 1;
@@ -57,6 +58,15 @@ struct Layout {
   const char* transport = "auto";
   const char* set = "prefetch=true";
 };
+
+// `--set` for each of a layout's comma-separated settings.
+std::vector<std::string> SetArgs(const std::string& settings) {
+  std::vector<std::string> args;
+  for (const absl::string_view set : absl::StrSplit(settings, ',', absl::SkipEmpty())) {
+    args.insert(args.end(), {"--set", std::string(set)});
+  }
+  return args;
+}
 
 class TrainTest : public ::testing::Test {
  protected:
@@ -145,8 +155,14 @@ class TrainTest : public ::testing::Test {
     return {};
   }
 
-  void ExpectLayoutsMatchSingleRank(const std::vector<Layout>& layouts);
+  // `common`: settings of every run, the single rank's included.
+  void ExpectLayoutsMatchSingleRank(const std::vector<Layout>& layouts,
+                                    const std::string& common = "");
   void ExpectBabyLossesFollowSingleRank(const std::vector<Layout>& layouts);
+  // The losses of steps 7-12 of a run resumed after step 6 into `out`: the same bits as the
+  // uninterrupted run's (`full`) when `exact`, else within 1e-5 relative.
+  void ExpectResumedLosses(const std::string& out, const std::map<int, std::string>& full,
+                           bool exact);
 
   fs::path dir_;
   const char* config_ = TINY_CONFIG;  // what Train runs
@@ -195,8 +211,9 @@ void ExpectSameParams(const std::vector<SavedTensor>& ref, const std::vector<Sav
 
 // Runs the tiny config for 20 steps on one rank, then on each layout, and compares every step's
 // loss and gradient norm, and the parameters after the last step, with the single rank's.
-void TrainTest::ExpectLayoutsMatchSingleRank(const std::vector<Layout>& layouts) {
-  ExpectOk(Train(0, "ref", {}));
+void TrainTest::ExpectLayoutsMatchSingleRank(const std::vector<Layout>& layouts,
+                                             const std::string& common) {
+  ExpectOk(Train(0, "ref", SetArgs(common)));
   const std::map<int, std::string> ref_loss = Losses("ref");
   const std::map<int, std::string> ref_norm = Metric("ref", "grad_norm");
   ASSERT_EQ(ref_loss.size(), 20u);
@@ -205,10 +222,10 @@ void TrainTest::ExpectLayoutsMatchSingleRank(const std::vector<Layout>& layouts)
   for (const Layout& layout : layouts) {
     const std::string out = absl::StrCat("r", layout.ranks, "a", layout.accum, "z", layout.zero,
                                          layout.transport, layout.set);
-    ExpectOk(Train(layout.ranks, out,
-                   {"--set", absl::StrCat("grad_accum=", layout.accum), "--set",
-                    absl::StrCat("zero=", layout.zero), "--set", layout.set},
-                   {{"WEFT_TRANSPORT", layout.transport}}));
+    std::vector<std::string> args = {"--set", absl::StrCat("grad_accum=", layout.accum), "--set",
+                                     absl::StrCat("zero=", layout.zero)};
+    for (const std::string& a : SetArgs(absl::StrCat(common, ",", layout.set))) args.push_back(a);
+    ExpectOk(Train(layout.ranks, out, args, {{"WEFT_TRANSPORT", layout.transport}}));
     for (const auto& [key, ref] : {std::pair{"loss", ref_loss}, std::pair{"grad_norm", ref_norm}}) {
       const std::map<int, std::string> got = Metric(out, key);
       ASSERT_EQ(got.size(), ref.size()) << out << " " << key;
@@ -220,6 +237,21 @@ void TrainTest::ExpectLayoutsMatchSingleRank(const std::vector<Layout>& layouts)
       }
     }
     ExpectSameParams(ref_state, Checkpoint(out, 20), kDataParallelRelTol, out);
+  }
+}
+
+void TrainTest::ExpectResumedLosses(const std::string& out, const std::map<int, std::string>& full,
+                                    bool exact) {
+  const std::map<int, std::string> got = Losses(out);
+  ASSERT_EQ(got.size(), 12u) << out;
+  for (int step = 7; step <= 12; ++step) {
+    if (exact) {
+      EXPECT_EQ(got.at(step), full.at(step)) << out << " step " << step;
+    } else {
+      const double a = std::stod(full.at(step));
+      EXPECT_LE(std::abs(std::stod(got.at(step)) - a), kDataParallelRelTol * std::abs(a))
+          << out << " step " << step << ": " << got.at(step) << " vs " << full.at(step);
+    }
   }
 }
 
@@ -264,6 +296,27 @@ TEST_F(TrainTest, ZeroThreeAndHybridOnFourRanksFollowSingleRankOverTwoHundredBab
 // The tiny config's global batch is 8 sequences.
 TEST_F(TrainTest, DataParallelMatchesSingleRank) {
   ExpectLayoutsMatchSingleRank({{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 2}});
+}
+
+// Tensor parallelism (Megatron-style): tp = 2 and 4, with sequence parallelism, and on a dp × tp
+// mesh, give one rank's losses, gradient norms and (gathered) parameters. The tiny config widened
+// to 4 heads so that tp = 4 holds whole heads.
+TEST_F(TrainTest, TensorParallelMatchesSingleRank) {
+  ExpectLayoutsMatchSingleRank({{2, 1, 0, "auto", "tp=2"},
+                                {4, 1, 0, "auto", "tp=4"},
+                                {2, 1, 0, "auto", "tp=2,sequence_parallel=true"},
+                                {4, 1, 0, "auto", "tp=4,sequence_parallel=true"},
+                                {4, 1, 0, "auto", "tp=2,dp=2"}},
+                               "n_head=4");
+}
+
+// ZeRO inside the data-parallel group of a dp × tp mesh, with accumulation, over TCP, and with
+// sequence parallelism (whose partial gradients are summed over the tensor-parallel group).
+TEST_F(TrainTest, TensorParallelComposesWithZero) {
+  ExpectLayoutsMatchSingleRank({{4, 1, 1, "auto", "tp=2"},
+                                {4, 2, 2, "tcp", "tp=2"},
+                                {4, 1, 3, "auto", "tp=2,sequence_parallel=true"}},
+                               "n_head=4");
 }
 
 // ZeRO-1, -2 and -3 shard the optimizer state, then the gradients, then the parameters: the same
@@ -322,6 +375,38 @@ TEST_F(TrainTest, ShardGroupNodeShardsInsideEachNode) {
 // ranks with ZeRO-3 resumes on 4 ranks with ZeRO-3 bit-identically, and on 3 ranks with ZeRO-2,
 // 2 ranks with ZeRO-1, 2 ranks without ZeRO and 1 rank within 1e-5 of the uninterrupted run (a
 // global batch of 12 divides among them all).
+// Checkpoints of a dp × tp mesh hold whole tensors (each rank's parts placed in them): a run cut
+// after step 6 on tp = 2 × dp = 2 with ZeRO-1 resumes bit-identically on the same mesh, and within
+// 1e-5 on tp = 4 with sequence parallelism, on 2 data-parallel ranks and on 1 rank.
+TEST_F(TrainTest, TensorParallelCheckpointsResumeOnAnyLayout) {
+  const std::vector<std::string> args = {
+      "--steps",       "12",    "--set",   "checkpoint_every=3", "--set",
+      "batch_size=12", "--set", "n_head=4"};
+  std::vector<std::string> mesh = args;
+  mesh.insert(mesh.end(), {"--set", "tp=2", "--set", "zero=1"});
+  ExpectOk(Train(4, "full", mesh));
+  const std::map<int, std::string> full = Losses("full");
+  std::vector<std::string> first = mesh;
+  first.insert(first.end(), {"--stop-after", "6"});
+  ExpectOk(Train(4, "cut", first));
+  struct Resume {
+    int ranks;
+    const char* set;
+    bool exact;
+  };
+  for (const Resume& resume :
+       {Resume{4, "tp=2,zero=1", true}, Resume{4, "tp=4,sequence_parallel=true", false},
+        Resume{2, "zero=2", false}, Resume{0, "", false}}) {
+    const std::string out = absl::StrCat("resume", resume.ranks, resume.set);
+    fs::copy(dir_ / "cut", dir_ / out, fs::copy_options::recursive);
+    std::vector<std::string> second = args;
+    for (const std::string& a : SetArgs(resume.set)) second.push_back(a);
+    second.insert(second.end(), {"--resume", "auto"});
+    ExpectOk(Train(resume.ranks, out, second));
+    ExpectResumedLosses(out, full, resume.exact);
+  }
+}
+
 TEST_F(TrainTest, ZeroCheckpointsResumeOnAnyLayout) {
   const std::vector<std::string> args = {"--steps", "12",           "--set", "checkpoint_every=3",
                                          "--set",   "batch_size=12"};
@@ -344,17 +429,7 @@ TEST_F(TrainTest, ZeroCheckpointsResumeOnAnyLayout) {
     std::vector<std::string> second = args;
     second.insert(second.end(), {"--set", absl::StrCat("zero=", resume.zero), "--resume", "auto"});
     ExpectOk(Train(resume.ranks, out, second));
-    const std::map<int, std::string> got = Losses(out);
-    ASSERT_EQ(got.size(), 12u) << out;
-    for (int step = 7; step <= 12; ++step) {
-      if (resume.exact) {
-        EXPECT_EQ(got.at(step), full.at(step)) << out << " step " << step;
-      } else {
-        const double a = std::stod(full.at(step));
-        EXPECT_LE(std::abs(std::stod(got.at(step)) - a), kDataParallelRelTol * std::abs(a))
-            << out << " step " << step << ": " << got.at(step) << " vs " << full.at(step);
-      }
-    }
+    ExpectResumedLosses(out, full, resume.exact);
   }
 }
 
@@ -468,7 +543,7 @@ TEST_F(TrainTest, CheckpointsAreWrittenByTheRanksThatHoldTheState) {
 TEST_F(TrainTest, InvalidConfigsFailUpFront) {
   ProcessResult r = Train(3, "bad_world", {});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(absl::StrContains(r.output, "must be divisible by ranks")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "must be divisible by dp × grad_accum")) << r.output;
 
   r = Train(0, "bad_heads", {"--set", "n_head=3"});
   EXPECT_NE(r.exit_code, 0);
@@ -480,7 +555,9 @@ TEST_F(TrainTest, InvalidConfigsFailUpFront) {
 
   r = Train(4, "bad_group", {"--set", "zero=2", "--set", "shard_group=3"});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(absl::StrContains(r.output, "shard_group (3) must divide the ranks (4)")) << r.output;
+  EXPECT_TRUE(
+      absl::StrContains(r.output, "shard_group (3) must divide the data-parallel ranks (4)"))
+      << r.output;
 
   r = Train(0, "bad_value", {"--set", "lr=fast"});
   EXPECT_NE(r.exit_code, 0);
