@@ -63,10 +63,10 @@ bool GetInt(const JsonValue& object, const char* key, int64_t* out) {
 std::string MetaJson(const CheckpointMeta& meta) {
   return absl::StrFormat(
       "{\"step\": %d, \"data_cursor\": %d, \"sample_rng\": \"%016x\", \"optimizer_step\": %d, "
-      "\"world\": {\"ranks\": %d, \"tp\": %d, \"zero\": %d, \"shard_group\": %d}, "
-      "\"config\": %s}",
+      "\"world\": {\"ranks\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, \"shard_group\": "
+      "%d}, \"config\": %s}",
       meta.step, meta.data_cursor, meta.sample_rng, meta.optimizer_step, meta.ranks, meta.tp,
-      meta.zero, meta.shard_group, meta.config_json);
+      meta.pp, meta.zero, meta.shard_group, meta.config_json);
 }
 
 absl::StatusOr<CheckpointMeta> ParseMeta(const JsonValue& metadata) {
@@ -75,13 +75,14 @@ absl::StatusOr<CheckpointMeta> ParseMeta(const JsonValue& metadata) {
   const JsonValue* rng = metadata.Find("sample_rng");
   const JsonValue* config = metadata.Find("config");
   const JsonValue* world = metadata.Find("world");
-  int64_t ranks = 0, tp = 0, zero = 0, shard_group = 0;
+  int64_t ranks = 0, tp = 0, pp = 0, zero = 0, shard_group = 0;
   if (!GetInt(metadata, "step", &meta.step) || !GetInt(metadata, "data_cursor", &cursor) ||
       !GetInt(metadata, "optimizer_step", &meta.optimizer_step) || rng == nullptr ||
       rng->type != JsonValue::Type::kString || !absl::SimpleHexAtoi(rng->text, &meta.sample_rng) ||
       config == nullptr || config->type != JsonValue::Type::kObject || world == nullptr ||
       !GetInt(*world, "ranks", &ranks) || !GetInt(*world, "tp", &tp) ||
-      !GetInt(*world, "zero", &zero) || !GetInt(*world, "shard_group", &shard_group)) {
+      !GetInt(*world, "pp", &pp) || !GetInt(*world, "zero", &zero) ||
+      !GetInt(*world, "shard_group", &shard_group)) {
     return absl::DataLossError(
         "checkpoint metadata lacks step, data_cursor, sample_rng, optimizer_step, world or config");
   }
@@ -89,6 +90,7 @@ absl::StatusOr<CheckpointMeta> ParseMeta(const JsonValue& metadata) {
   meta.config_json = JsonText(*config);
   meta.ranks = static_cast<int>(ranks);
   meta.tp = static_cast<int>(tp);
+  meta.pp = static_cast<int>(pp);
   meta.zero = static_cast<int>(zero);
   meta.shard_group = static_cast<int>(shard_group);
   return meta;

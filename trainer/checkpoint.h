@@ -15,8 +15,8 @@
 // file's checksum before using one: a truncated or corrupted checkpoint is skipped, naming why.
 //
 // The manifest's metadata: the step, the data cursor, the sampling RNG, the optimizer's step
-// count, the config and the world layout that saved it (ranks, tensor-parallel degree, ZeRO stage,
-// shard group).
+// count, the config and the world layout that saved it (ranks, tensor-parallel and pipeline
+// degrees, ZeRO stage, shard group).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +42,7 @@ struct CheckpointMeta {
   std::string config_json;  // the config that saved it (ToJson)
   int ranks = 1;            // the layout that saved it, for the record
   int tp = 1;
+  int pp = 1;
   int zero = 0;
   int shard_group = 0;
 };

@@ -58,6 +58,9 @@ const std::vector<std::pair<const char*, Member>>& Fields() {
       {"pp", &Config::pp},
       {"dp", &Config::dp},
       {"sequence_parallel", &Config::sequence_parallel},
+      {"micro_batches", &Config::micro_batches},
+      {"pp_schedule", &Config::pp_schedule},
+      {"pp_chunks", &Config::pp_chunks},
       {"sample_tokens", &Config::sample_tokens},
       {"sample_prompt", &Config::sample_prompt},
   };
@@ -192,8 +195,6 @@ absl::Status Validate(const Config& c, int world_size) {
   // The mesh: dp × tp × pp = world size, and every cut the tensor-parallel layers make.
   require(c.tp >= 1, absl::StrCat("tp must be >= 1 (got ", c.tp, ")"));
   require(c.pp >= 1, absl::StrCat("pp must be >= 1 (got ", c.pp, ")"));
-  require(c.pp <= 1,
-          absl::StrCat("pp=", c.pp, ": pipeline parallelism is not available yet (use pp=1)"));
   require(c.dp >= 0, absl::StrCat("dp must be >= 0, 0 for the ranks left (got ", c.dp, ")"));
   const int dp = c.tp >= 1 && c.pp >= 1 ? c.data_parallel(world_size) : 0;
   if (c.tp >= 1 && c.pp >= 1 && c.dp >= 0) {
@@ -223,6 +224,41 @@ absl::Status Validate(const Config& c, int world_size) {
     require(c.seq_len % c.tp == 0,
             absl::StrCat("sequence_parallel: seq_len (", c.seq_len, ") must be divisible by tp (",
                          c.tp, "): every rank holds an equal share of the token rows"));
+  }
+  // The pipeline: whole chunks of blocks per stage, whole micro-batches, a schedule that exists.
+  require(c.micro_batches >= 1,
+          absl::StrCat("micro_batches must be >= 1 (got ", c.micro_batches, ")"));
+  require(c.pp_chunks >= 1, absl::StrCat("pp_chunks must be >= 1 (got ", c.pp_chunks, ")"));
+  require(
+      c.pp_schedule == "gpipe" || c.pp_schedule == "1f1b" || c.pp_schedule == "interleaved",
+      absl::StrCat("pp_schedule must be gpipe, 1f1b or interleaved (got \"", c.pp_schedule, "\")"));
+  if (c.pp == 1) {
+    require(c.micro_batches == 1, absl::StrCat("micro_batches=", c.micro_batches,
+                                               " needs pp > 1 (grad_accum splits a rank's batch)"));
+    require(c.pp_chunks == 1, absl::StrCat("pp_chunks=", c.pp_chunks, " needs pp > 1"));
+  }
+  if (c.pp > 1 && c.pp_chunks >= 1) {
+    require(c.n_layer % (c.pp * c.pp_chunks) == 0,
+            absl::StrCat("n_layer (", c.n_layer, ") must be divisible by pp × pp_chunks (", c.pp,
+                         " × ", c.pp_chunks, " = ", c.pp * c.pp_chunks,
+                         "): every stage holds whole, equal chunks of blocks"));
+    require(c.zero <= 1, absl::StrCat("zero=", c.zero,
+                                      " with pp > 1: pipeline parallelism composes with zero=0 "
+                                      "or 1 (each micro-batch's backward would reduce again)"));
+  }
+  require((c.pp_schedule == "interleaved") == (c.pp_chunks > 1),
+          absl::StrCat("pp_chunks=", c.pp_chunks, " with pp_schedule=", c.pp_schedule,
+                       ": the interleaved schedule needs pp_chunks >= 2, the others 1"));
+  if (c.pp_schedule == "interleaved" && c.pp >= 1) {
+    require(c.micro_batches % c.pp == 0,
+            absl::StrCat("micro_batches (", c.micro_batches, ") must be divisible by pp (", c.pp,
+                         ") for the interleaved schedule"));
+  }
+  if (c.grad_accum >= 1 && c.batch_size >= 1 && dp >= 1 && c.micro_batches >= 1) {
+    const int share = c.batch_size / (dp * c.grad_accum);
+    require(c.batch_size % (dp * c.grad_accum) != 0 || share % c.micro_batches == 0,
+            absl::StrCat("each data-parallel rank's batch share (", share,
+                         " sequences) must be divisible by micro_batches (", c.micro_batches, ")"));
   }
   if (c.grad_accum >= 1 && c.batch_size >= 1 && dp >= 1) {
     require(c.batch_size % (dp * c.grad_accum) == 0,

@@ -72,12 +72,19 @@ struct Config {
   int dp = 0;
   // tp > 1: split the regions between linears over the tensor-parallel group's token rows.
   std::string sequence_parallel = "false";
+  // pp > 1: each data-parallel rank's share of an accumulation step is cut into micro_batches,
+  // run through the stages by the schedule ("gpipe", "1f1b" or "interleaved", with pp_chunks
+  // model chunks per stage).
+  int micro_batches = 1;
+  std::string pp_schedule = "1f1b";
+  int pp_chunks = 1;
   int sample_tokens = 200;  // generated at the end (0: none)
   std::string sample_prompt = "The ";
 
   ModelShape shape() const;
   // The data-parallel degree on `world_size` ranks.
   int data_parallel(int world_size) const { return dp > 0 ? dp : world_size / (tp * pp); }
+  // Sequences per data-parallel rank and accumulation step (split into micro_batches under pp).
   int micro_batch(int world_size) const {
     return batch_size / (data_parallel(world_size) * grad_accum);
   }

@@ -31,16 +31,18 @@ size_t DataParallel::PadQuantum(const Config& config, const Communicator* comm) 
   return ShardGroup(config, comm).size() * shard::ShardLayout::kAlign;
 }
 
-DataParallel::DataParallel(const Config& config, Communicator* comm, Gpt* model)
-    : config_(config), comm_(comm), model_(model), tp_(model->tensor_parallel()) {}
+DataParallel::DataParallel(const Config& config, Communicator* comm, Gpt* model,
+                           Communicator* stages)
+    : config_(config), comm_(comm), model_(model), tp_(model->tensor_parallel()), stages_(stages) {}
 
 DataParallel::~DataParallel() {
   if (model_ != nullptr) model_->set_hooks(nullptr);
 }
 
 absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const Config& config,
-                                                                   Communicator* comm, Gpt* model) {
-  std::unique_ptr<DataParallel> dp(new DataParallel(config, comm, model));
+                                                                   Communicator* comm, Gpt* model,
+                                                                   Communicator* stages) {
+  std::unique_ptr<DataParallel> dp(new DataParallel(config, comm, model, stages));
   const AdamWSettings settings{config.beta1, config.beta2, config.eps, config.weight_decay};
   const ParamLayout& layout = model->layout();
   if (comm != nullptr && config.zero > 0) {
@@ -226,12 +228,16 @@ absl::Status DataParallel::SumPartialGradients(
 
 double DataParallel::CountedSquares(const std::pair<shard::Range, float*>& span) const {
   const auto& [range, data] = span;
-  if (tp_.rank() == 0) return SumOfSquares(data, range.length);
+  const int head = model_->head_tensor();
+  if (tp_.rank() == 0 && (head < 0 || !model_->layout().tensor(head).tied_copy)) {
+    return SumOfSquares(data, range.length);
+  }
   double squares = 0.0;
   for (const TensorView& view : model_->layout().tensors()) {
     const size_t first = std::max(range.begin, view.offset);
     const size_t last = std::min(range.begin + range.length, view.offset + view.size);
-    if (!view.replicated && first < last) {
+    const bool counted = !view.tied_copy && (tp_.rank() == 0 || !view.replicated);
+    if (counted && first < last) {
       squares += SumOfSquares(data + (first - range.begin), last - first);
     }
   }
@@ -245,16 +251,16 @@ absl::Status DataParallel::Update(double lr, double* grad_norm, absl::Duration* 
   double squares = 0.0;
   for (const auto& span : spans) squares += CountedSquares(span);
   // Over one shard group (the replicas hold the same slices), then over the tensor-parallel
-  // group's parts.
+  // group's parts and the pipeline's stages.
   if (zero_ != nullptr) {
     absl::Status s =
         shard_comm_->AllReduce(&squares, &squares, 1, DataType::kFloat64, ReduceOp::kSum)
             .Wait(kCommTimeout);
     if (!s.ok()) return s;
   }
-  if (tp_.size() > 1) {
-    absl::Status s = tp_.comm()
-                         ->AllReduce(&squares, &squares, 1, DataType::kFloat64, ReduceOp::kSum)
+  for (Communicator* group : {tp_.comm(), stages_}) {
+    if (group == nullptr) continue;
+    absl::Status s = group->AllReduce(&squares, &squares, 1, DataType::kFloat64, ReduceOp::kSum)
                          .Wait(kCommTimeout);
     if (!s.ok()) return s;
   }
@@ -298,7 +304,8 @@ std::vector<std::pair<shard::Range, size_t>> DataParallel::MomentRanges() const 
 
 void DataParallel::AddPieces(int tensor, size_t first, size_t count, std::vector<const float*> data,
                              std::vector<shard::SavedPiece>* pieces) const {
-  if (model_->layout().tensor(tensor).replicated && tp_.rank() != 0) return;
+  const TensorView& view = model_->layout().tensor(tensor);
+  if ((view.replicated && tp_.rank() != 0) || view.tied_copy) return;
   for (const TensorRun& run : model_->layout().GlobalRuns(tensor, first, count)) {
     std::vector<const float*> at;
     for (const float* d : data) at.push_back(d + (run.local - first));

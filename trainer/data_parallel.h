@@ -26,7 +26,8 @@
 // TensorParallel): the norm sums the group's parts, counting replicated tensors once; under
 // sequence parallelism the partial gradients of replicated tensors are summed over the group
 // first; checkpoints place each part in the whole tensors, replicated ones saved by the group's
-// first rank.
+// first rank. Under pipeline parallelism each stage's ranks run theirs over the stage's part; the
+// norm sums the stages too, counting the tied embedding's copy at the head once.
 //
 //   auto dp = DataParallel::Create(config, comm, &model);
 //   dp->ZeroGrads(); dp->BeginBackward(sync);
@@ -57,8 +58,10 @@ class DataParallel : public UnitHooks {
   // The model's units must be padded as PadQuantum says, and its parameters initialised (or
   // loaded: then call ParamsLoaded). Collective when `comm` is set: the ranks check that their
   // plans agree. `comm` and `model` must outlive the result.
+  // `stages`: this rank's pipeline group (null without one), over which the norm sums too.
   static absl::StatusOr<std::unique_ptr<DataParallel>> Create(const Config& config,
-                                                              Communicator* comm, Gpt* model);
+                                                              Communicator* comm, Gpt* model,
+                                                              Communicator* stages = nullptr);
   ~DataParallel() override;
   // The ranks this rank's ZeRO shard group holds on `comm` (null: one process): shard_group, the
   // ranks of this rank's node for "node", else every rank. Validate has checked the number.
@@ -113,7 +116,7 @@ class DataParallel : public UnitHooks {
   void After(int unit, Pass pass) override;
 
  private:
-  DataParallel(const Config& config, Communicator* comm, Gpt* model);
+  DataParallel(const Config& config, Communicator* comm, Gpt* model, Communicator* stages);
   // Bytes this rank holds, by kind: kept between steps (parameters, gradients, optimizer moments;
   // full or sliced as the stage says) and the peaks of what it holds only during a step.
   struct MemoryFigures {
@@ -134,7 +137,7 @@ class DataParallel : public UnitHooks {
   absl::Status SumPartialGradients(const std::vector<std::pair<shard::Range, float*>>& spans);
   // The sum of squares of the gradients in `span` that this rank counts in the global norm: all
   // of them on a tensor-parallel group's first rank, its parts only (not the replicated tensors)
-  // on the others.
+  // on the others; never a tied copy.
   double CountedSquares(const std::pair<shard::Range, float*>& span) const;
   // Appends the pieces of local elements [first, first + count) of tensor `tensor`, whose arrays
   // start at `data`, placed in the whole tensor; nothing for a replicated tensor off the group's
@@ -145,7 +148,8 @@ class DataParallel : public UnitHooks {
   const Config& config_;
   Communicator* comm_;
   Gpt* model_;
-  TensorParallel& tp_;  // the model's
+  TensorParallel& tp_;    // the model's
+  Communicator* stages_;  // the pipeline group, or null
   std::unique_ptr<AdamW> adam_;
   std::unique_ptr<Communicator> shard_group_;    // hybrid: this rank's shard group
   std::unique_ptr<Communicator> replicas_;       // hybrid: its peers in the other groups

@@ -6,22 +6,23 @@
 
 namespace weft::trainer {
 
-std::string Generate(Gpt* model, const std::string& prompt, int n, float temperature, Rng* rng) {
-  const int T = model->shape().seq_len;
-  const int V = model->shape().vocab;
+absl::StatusOr<std::string> Generate(const NextLogits& next_logits, int seq_len, int vocab,
+                                     int row_multiple, const std::string& prompt, int n,
+                                     float temperature, Rng* rng) {
+  const int T = seq_len;
+  const int V = vocab;
   std::vector<uint8_t> text(prompt.begin(), prompt.end());
   std::vector<float> p(V), logits(V);
   std::vector<uint8_t> context(T);
   for (int i = 0; i < n; ++i) {
     const int len = std::min<int>(static_cast<int>(text.size()), T);
-    // Padded at the end to the rows the model takes: causal attention keeps the padding out of
-    // the positions before it.
-    const int m = model->row_multiple();
+    const int m = row_multiple;
     const int padded = (len + m - 1) / m * m;
     std::fill(context.begin(), context.end(), 0);
     std::copy(text.end() - len, text.end(), context.begin());
-    model->Forward(context.data(), nullptr, 1, padded);
-    model->GatherLogits(len - 1, logits.data());
+    if (absl::Status s = next_logits(context.data(), padded, len - 1, logits.data()); !s.ok()) {
+      return s;
+    }
     const float maxv = *std::max_element(logits.begin(), logits.end());
     float sum = 0.0f;
     for (int v = 0; v < V; ++v) {

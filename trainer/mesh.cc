@@ -65,6 +65,13 @@ absl::StatusOr<Mesh> Mesh::Create(const Config& config, Communicator* world) {
     mesh.dp_split_ = *std::move(dp);
     mesh.dp_comm_ = mesh.dp_split_.get();
   }
+  if (mesh.pp_ > 1) {
+    // One group per (tp, dp) index, ordered by pp index.
+    absl::StatusOr<std::unique_ptr<Communicator>> pp =
+        world->Split(mesh.rank_ % (mesh.tp_ * mesh.dp_), mesh.rank_);
+    if (!pp.ok()) return pp.status();
+    mesh.pp_comm_ = *std::move(pp);
+  }
   return mesh;
 }
 

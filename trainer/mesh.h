@@ -34,6 +34,8 @@ class Mesh {
   Communicator* tp_comm() const { return tp_comm_.get(); }
   // This rank's data-parallel group (null when dp = 1; the world itself when tp = pp = 1).
   Communicator* dp_comm() const { return dp_comm_; }
+  // This rank's pipeline group, ordered by stage (null when pp = 1).
+  Communicator* pp_comm() const { return pp_comm_.get(); }
 
   // Which world ranks form each group, and the host of each rank, for rank 0 to print.
   std::string Describe() const;
@@ -42,7 +44,7 @@ class Mesh {
   int rank_ = 0;
   int tp_ = 1, dp_ = 1, pp_ = 1;
   std::vector<std::string> hosts_;  // per world rank
-  std::unique_ptr<Communicator> tp_comm_, dp_split_;
+  std::unique_ptr<Communicator> tp_comm_, dp_split_, pp_comm_;
   Communicator* dp_comm_ = nullptr;
 };
 

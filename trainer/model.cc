@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "ops.h"
 #include "rng.h"
@@ -34,8 +35,90 @@ std::vector<TensorRun> ColumnPart(int rows, int cols, int parts, int part) {
 
 }  // namespace
 
-Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParallel* tp)
-    : shape_(shape), max_batch_(max_batch), tp_(tp != nullptr ? tp : &solo_), layout_(pad_quantum) {
+ParamLayout Gpt::BuildLayout(const ModelShape& shape, size_t pad_quantum, int t, int r,
+                             bool sequence_parallel, const StagePart& part, Placement* at) {
+  ParamLayout layout(pad_quantum);
+  const int C = shape.n_embd, V = shape.vocab;
+  const int Ca = C / t, H = 4 * C / t, Vs = V / t;
+  const int virtual_stages = part.stages * part.chunks;
+  const int per_chunk = shape.n_layer / virtual_stages;
+  at->blocks.resize(shape.n_layer);
+  at->block_unit.assign(shape.n_layer, -1);
+  const auto unit = [&] { return static_cast<int>(layout.units().size()); };
+  const auto partial = [&](std::initializer_list<int> tensors) {
+    // Under sequence parallelism computed from this rank's token rows only (the row-parallel
+    // biases see the gathered rows).
+    if (!sequence_parallel || t == 1) return;
+    for (int x : tensors) layout.MarkPartialGradient(x);
+  };
+  for (int c = 0; c < part.chunks; ++c) {
+    const int v = c * part.stages + part.stage;
+    Chunk chunk;
+    chunk.first_block = v * per_chunk;
+    chunk.end_block = (v + 1) * per_chunk;
+    chunk.embedding = v == 0;
+    chunk.head = v == virtual_stages - 1;
+    if (chunk.embedding) {
+      at->embedding_unit = unit();
+      at->wte = layout.AddPart("wte", {V, C}, {Vs, C}, RowPart(V, C, 1, t, r), true);
+      at->wpe = layout.Add("wpe", {shape.seq_len, C}, true);
+      layout.EndUnit("embeddings");
+      partial({at->wpe});
+    }
+    for (int l = chunk.first_block; l < chunk.end_block; ++l) {
+      const std::string p = "h." + std::to_string(l) + ".";
+      BlockTensors& b = at->blocks[l];
+      at->block_unit[l] = unit();
+      b.ln1_w = layout.Add(p + "ln1.w", {C}, false);
+      b.ln1_b = layout.Add(p + "ln1.b", {C}, false);
+      b.qkv_w = layout.AddPart(p + "attn.qkv.w", {3 * C, C}, {3 * Ca, C},
+                               RowPart(3 * C, C, 3, t, r), true);
+      b.qkv_b =
+          layout.AddPart(p + "attn.qkv.b", {3 * C}, {3 * Ca}, RowPart(3 * C, 1, 3, t, r), false);
+      b.proj_w = layout.AddPart(p + "attn.proj.w", {C, C}, {C, Ca}, ColumnPart(C, C, t, r), true);
+      b.proj_b = layout.Add(p + "attn.proj.b", {C}, false);
+      b.ln2_w = layout.Add(p + "ln2.w", {C}, false);
+      b.ln2_b = layout.Add(p + "ln2.b", {C}, false);
+      b.fc_w = layout.AddPart(p + "mlp.fc.w", {4 * C, C}, {H, C}, RowPart(4 * C, C, 1, t, r), true);
+      b.fc_b = layout.AddPart(p + "mlp.fc.b", {4 * C}, {H}, RowPart(4 * C, 1, 1, t, r), false);
+      b.fcproj_w =
+          layout.AddPart(p + "mlp.proj.w", {C, 4 * C}, {C, H}, ColumnPart(C, 4 * C, t, r), true);
+      b.fcproj_b = layout.Add(p + "mlp.proj.b", {C}, false);
+      layout.EndUnit("h." + std::to_string(l));
+      partial({b.ln1_w, b.ln1_b, b.ln2_w, b.ln2_b});
+    }
+    if (chunk.head) {
+      at->lnf_unit = unit();
+      at->lnf_w = layout.Add("lnf.w", {C}, false);
+      at->lnf_b = layout.Add("lnf.b", {C}, false);
+      layout.EndUnit("lnf");
+      partial({at->lnf_w, at->lnf_b});
+      if (at->wte >= 0) {
+        at->head_wte = at->wte;
+        at->head_unit = at->embedding_unit;
+      } else {
+        at->head_unit = unit();
+        at->head_wte = layout.AddPart("wte", {V, C}, {Vs, C}, RowPart(V, C, 1, t, r), true);
+        layout.MarkTiedCopy(at->head_wte);
+        layout.EndUnit("head");
+      }
+    }
+    at->chunks.push_back(std::move(chunk));
+  }
+  return layout;
+}
+
+ParamLayout Gpt::WholeLayout(const ModelShape& shape) {
+  Placement at;
+  return BuildLayout(shape, 1, 1, 0, false, StagePart{}, &at);
+}
+
+Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParallel* tp,
+         StagePart part)
+    : shape_(shape),
+      max_batch_(max_batch),
+      part_(std::move(part)),
+      tp_(tp != nullptr ? tp : &solo_) {
   const int t = tp_->size(), r = tp_->rank();
   const int C = shape.n_embd;
   C_ = C;
@@ -44,41 +127,19 @@ Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParal
   H_ = 4 * C / t;
   Vs_ = shape.vocab / t;
   v0_ = r * Vs_;
-  const int V = shape.vocab;
-  wte_ = layout_.AddPart("wte", {V, C}, {Vs_, C}, RowPart(V, C, 1, t, r), true);
-  wpe_ = layout_.Add("wpe", {shape.seq_len, C}, true);
-  layout_.EndUnit("embeddings");
-  for (int l = 0; l < shape.n_layer; ++l) {
-    const std::string p = "h." + std::to_string(l) + ".";
-    BlockTensors b;
-    b.ln1_w = layout_.Add(p + "ln1.w", {C}, false);
-    b.ln1_b = layout_.Add(p + "ln1.b", {C}, false);
-    b.qkv_w = layout_.AddPart(p + "attn.qkv.w", {3 * C, C}, {3 * Ca_, C},
-                              RowPart(3 * C, C, 3, t, r), true);
-    b.qkv_b =
-        layout_.AddPart(p + "attn.qkv.b", {3 * C}, {3 * Ca_}, RowPart(3 * C, 1, 3, t, r), false);
-    b.proj_w = layout_.AddPart(p + "attn.proj.w", {C, C}, {C, Ca_}, ColumnPart(C, C, t, r), true);
-    b.proj_b = layout_.Add(p + "attn.proj.b", {C}, false);
-    b.ln2_w = layout_.Add(p + "ln2.w", {C}, false);
-    b.ln2_b = layout_.Add(p + "ln2.b", {C}, false);
-    b.fc_w = layout_.AddPart(p + "mlp.fc.w", {4 * C, C}, {H_, C}, RowPart(4 * C, C, 1, t, r), true);
-    b.fc_b = layout_.AddPart(p + "mlp.fc.b", {4 * C}, {H_}, RowPart(4 * C, 1, 1, t, r), false);
-    b.fcproj_w =
-        layout_.AddPart(p + "mlp.proj.w", {C, 4 * C}, {C, H_}, ColumnPart(C, 4 * C, t, r), true);
-    b.fcproj_b = layout_.Add(p + "mlp.proj.b", {C}, false);
-    blocks_.push_back(b);
-    layout_.EndUnit("h." + std::to_string(l));
-  }
-  lnf_w_ = layout_.Add("lnf.w", {C}, false);
-  lnf_b_ = layout_.Add("lnf.b", {C}, false);
-  layout_.EndUnit("lnf");
-  if (tp_->sequence_parallel()) {
-    // Computed from this rank's token rows only (the row-parallel biases see the gathered rows).
-    for (const BlockTensors& b : blocks_) {
-      for (int t : {b.ln1_w, b.ln1_b, b.ln2_w, b.ln2_b}) layout_.MarkPartialGradient(t);
-    }
-    for (int t : {wpe_, lnf_w_, lnf_b_}) layout_.MarkPartialGradient(t);
-  }
+  Placement at;
+  layout_ = BuildLayout(shape, pad_quantum, t, r, tp_->sequence_parallel(), part_, &at);
+  wte_ = at.wte;
+  wpe_ = at.wpe;
+  lnf_w_ = at.lnf_w;
+  lnf_b_ = at.lnf_b;
+  head_wte_ = at.head_wte;
+  embedding_unit_ = at.embedding_unit;
+  lnf_unit_ = at.lnf_unit;
+  head_unit_ = at.head_unit;
+  blocks_ = std::move(at.blocks);
+  block_unit_ = std::move(at.block_unit);
+  chunks_ = std::move(at.chunks);
   params_ = shard::FlatBuffer(layout_.total());
   grads_ = shard::FlatBuffer(layout_.total());
   ResetUnitStorage();
@@ -86,31 +147,41 @@ Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParal
   const size_t BT = static_cast<size_t>(max_batch) * shape.seq_len;
   const size_t held = BT / row_multiple();
   const size_t att = static_cast<size_t>(max_batch) * NHa_ * shape.seq_len * shape.seq_len;
-  encoded_.resize(held * C);
-  acts_.resize(shape.n_layer);
-  for (BlockActivations& a : acts_) {
-    a.ln1.resize(held * C);
-    a.ln1_mean.resize(held);
-    a.ln1_rstd.resize(held);
-    a.qkv.resize(BT * 3 * Ca_);
-    a.att.resize(att);
-    a.atty.resize(BT * Ca_);
-    a.res2.resize(held * C);
-    a.ln2.resize(held * C);
-    a.ln2_mean.resize(held);
-    a.ln2_rstd.resize(held);
-    a.fch.resize(BT * H_);
-    a.fch_gelu.resize(BT * H_);
-    a.out.resize(held * C);
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    Chunk& chunk = chunks_[c];
+    chunk.slots.resize(c < part_.slots.size() ? part_.slots[c] : 1);
+    for (Slot& slot : chunk.slots) {
+      slot.tokens.resize(BT);
+      slot.targets.resize(BT);
+      slot.input.resize(held * C);
+      slot.blocks.resize(chunk.end_block - chunk.first_block);
+      for (BlockActivations& a : slot.blocks) {
+        a.ln1.resize(held * C);
+        a.ln1_mean.resize(held);
+        a.ln1_rstd.resize(held);
+        a.qkv.resize(BT * 3 * Ca_);
+        a.att.resize(att);
+        a.atty.resize(BT * Ca_);
+        a.res2.resize(held * C);
+        a.ln2.resize(held * C);
+        a.ln2_mean.resize(held);
+        a.ln2_rstd.resize(held);
+        a.fch.resize(BT * H_);
+        a.fch_gelu.resize(BT * H_);
+        a.out.resize(held * C);
+      }
+      if (chunk.head) {
+        slot.lnf.resize(held * C);
+        slot.lnf_mean.resize(held);
+        slot.lnf_rstd.resize(held);
+        slot.logits.resize(BT * Vs_);
+        slot.probs.resize(BT * Vs_);
+      }
+    }
+    chunk.dres.resize(held * C);
   }
-  lnf_.resize(held * C);
-  lnf_mean_.resize(held);
-  lnf_rstd_.resize(held);
-  logits_.resize(BT * Vs_);
-  probs_.resize(BT * Vs_);
   ce_maxes_.resize(BT);
   ce_sums_.resize(2 * BT);
-  dres_.resize(held * C);
   dC_.resize(BT * C);
   d3C_.resize(BT * 3 * Ca_);
   d4C_.resize(BT * H_);
@@ -122,12 +193,22 @@ Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParal
   }
 }
 
-size_t Gpt::ActivationBytes(int B, int T) const {
+size_t Gpt::ChunkActivationBytes(int chunk, int B, int T) const {
+  const Chunk& c = chunks_[chunk];
   const size_t N = static_cast<size_t>(B) * T, held = HeldRows(B * T), C = C_;
   const size_t block = held * C * 4 + held * 4 + N * 3 * Ca_ +
                        static_cast<size_t>(B) * NHa_ * T * T + N * Ca_ + 2 * N * H_;
-  const size_t ends = held * C + held * C + 2 * held + 2 * N * Vs_;  // encoded, lnf, probs
-  return sizeof(float) * (block * shape_.n_layer + ends);
+  size_t floats = held * C + block * (c.end_block - c.first_block);  // the input, the blocks
+  if (c.head) floats += held * C + 2 * held + 2 * N * Vs_;           // lnf, logits, probs
+  return sizeof(float) * floats;
+}
+
+size_t Gpt::activation_capacity_bytes(int B, int T) const {
+  size_t bytes = 0;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    bytes += chunks_[c].slots.size() * ChunkActivationBytes(static_cast<int>(c), B, T);
+  }
+  return bytes;
 }
 
 void Gpt::InitParams(uint64_t seed) {
@@ -201,9 +282,8 @@ void Gpt::RowParallelForward(float* out, const float* inp, const float* w, const
   ops::AddBiasResidual(out, bias, residual, HeldRows(N), C);
 }
 
-void Gpt::BlockForward(int l, const float* x, int B, int T) {
+void Gpt::BlockForward(int l, BlockActivations& a, const float* x, int B, int T) {
   const BlockTensors& w = blocks_[l];
-  BlockActivations& a = acts_[l];
   const int C = C_;
   const int N = B * T;
   const int held = HeldRows(N);
@@ -225,10 +305,9 @@ void Gpt::BlockForward(int l, const float* x, int B, int T) {
                      a.res2.data(), N, H_);
 }
 
-void Gpt::BlockBackward(int l, const float* x, float* dres, int B, int T,
+void Gpt::BlockBackward(int l, BlockActivations& a, const float* x, float* dres, int B, int T,
                         const std::function<void(int tensor)>& on_ready) {
   const BlockTensors& w = blocks_[l];
-  BlockActivations& a = acts_[l];
   const int C = C_;
   const int N = B * T;
   const int held = HeldRows(N);
@@ -261,102 +340,130 @@ void Gpt::BlockBackward(int l, const float* x, float* dres, int B, int T,
   }
 }
 
-double Gpt::CrossEntropy(const uint8_t* targets, int N) {
+double Gpt::CrossEntropy(Slot& s, const uint8_t* targets, int N) {
   if (tp_->size() == 1) {
-    return ops::SoftmaxCrossEntropyForward(probs_.data(), logits_.data(), targets, N, Vs_);
+    return ops::SoftmaxCrossEntropyForward(s.probs.data(), s.logits.data(), targets, N, Vs_);
   }
   float* maxes = ce_maxes_.data();
   float* sums = ce_sums_.data();  // N sums of exponentials, then N target logits
-  ops::CrossEntropyMax(maxes, logits_.data(), N, Vs_);
+  ops::CrossEntropyMax(maxes, s.logits.data(), N, Vs_);
   tp_->MaxFromRegion(maxes, N);
-  ops::CrossEntropyExp(probs_.data(), sums, sums + N, logits_.data(), maxes, targets, v0_, N, Vs_);
+  ops::CrossEntropyExp(s.probs.data(), sums, sums + N, s.logits.data(), maxes, targets, v0_, N,
+                       Vs_);
   tp_->ReduceFromRegion(sums, 2 * static_cast<size_t>(N));
-  return ops::CrossEntropyNormalize(probs_.data(), sums, maxes, sums + N, N, Vs_);
+  return ops::CrossEntropyNormalize(s.probs.data(), sums, maxes, sums + N, N, Vs_);
 }
 
-double Gpt::Forward(const uint8_t* tokens, const uint8_t* targets, int B, int T) {
+double Gpt::ChunkForward(int chunk, int slot, const uint8_t* tokens, const uint8_t* targets,
+                         const float* input, int B, int T) {
   const int C = C_;
   const int N = B * T;
   const int held = HeldRows(N);
-  tokens_ = tokens;
-  targets_ = targets;
-  B_ = B;
-  T_ = T;
+  Chunk& ch = chunks_[chunk];
+  Slot& s = ch.slots[slot];
+  s.B = B;
+  s.T = T;
   using Pass = UnitHooks::Pass;
-  const int embeddings = 0, final_norm = shape_.n_layer + 1;
-  // Embedding: this rank's vocabulary slice looked up, summed over the group (g), then the
-  // positions of this rank's rows added once.
-  Before(embeddings, Pass::kForward);
-  if (tp_->sequence_parallel()) {
-    ops::EmbeddingForward(rows_out_.data(), tokens, param(wte_), v0_, Vs_, N, C);
-    tp_->ReduceScatterToSequence(rows_out_.data(), encoded_.data(), N, C);
+  if (ch.embedding) {
+    // Embedding: this rank's vocabulary slice looked up, summed over the group (g), then the
+    // positions of this rank's rows added once.
+    std::copy(tokens, tokens + N, s.tokens.begin());
+    Before(embedding_unit_, Pass::kForward);
+    if (tp_->sequence_parallel()) {
+      ops::EmbeddingForward(rows_out_.data(), tokens, param(wte_), v0_, Vs_, N, C);
+      tp_->ReduceScatterToSequence(rows_out_.data(), s.input.data(), N, C);
+    } else {
+      ops::EmbeddingForward(s.input.data(), tokens, param(wte_), v0_, Vs_, N, C);
+      tp_->ReduceFromRegion(s.input.data(), static_cast<size_t>(N) * C);
+    }
+    ops::PositionForward(s.input.data(), param(wpe_), FirstRow(N), held, T, C);
+    After(embedding_unit_, Pass::kForward);
   } else {
-    ops::EmbeddingForward(encoded_.data(), tokens, param(wte_), v0_, Vs_, N, C);
-    tp_->ReduceFromRegion(encoded_.data(), static_cast<size_t>(N) * C);
+    std::copy(input, input + static_cast<size_t>(held) * C, s.input.begin());
   }
-  ops::PositionForward(encoded_.data(), param(wpe_), FirstRow(N), held, T, C);
-  After(embeddings, Pass::kForward);
-  const float* x = encoded_.data();
-  for (int l = 0; l < shape_.n_layer; ++l) {
-    Before(l + 1, Pass::kForward);
-    BlockForward(l, x, B, T);
-    After(l + 1, Pass::kForward);
-    x = acts_[l].out.data();
+  const float* x = s.input.data();
+  for (int l = ch.first_block; l < ch.end_block; ++l) {
+    BlockActivations& a = s.blocks[l - ch.first_block];
+    Before(BlockUnit(l), Pass::kForward);
+    BlockForward(l, a, x, B, T);
+    After(BlockUnit(l), Pass::kForward);
+    x = a.out.data();
   }
-  Before(final_norm, Pass::kForward);
-  ops::LayerNormForward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x, param(lnf_w_),
+  if (!ch.head) return 0.0;
+  Before(lnf_unit_, Pass::kForward);
+  ops::LayerNormForward(s.lnf.data(), s.lnf_mean.data(), s.lnf_rstd.data(), x, param(lnf_w_),
                         param(lnf_b_), held, C);
-  After(final_norm, Pass::kForward);
+  After(lnf_unit_, Pass::kForward);
   // The tied head, column-parallel over the vocabulary: this rank's slice of the logits.
-  Before(embeddings, Pass::kForward);
-  const float* lnf = GatherRows(lnf_.data(), rows_in_.data(), N, C);
-  ops::MatmulForward(logits_.data(), lnf, param(wte_), nullptr, nullptr, N, C, Vs_);
-  After(embeddings, Pass::kForward);
+  Before(head_unit_, Pass::kForward);
+  const float* lnf = GatherRows(s.lnf.data(), rows_in_.data(), N, C);
+  ops::MatmulForward(s.logits.data(), lnf, param(head_wte_), nullptr, nullptr, N, C, Vs_);
+  After(head_unit_, Pass::kForward);
   if (targets == nullptr) return 0.0;
-  return CrossEntropy(targets, N);
+  std::copy(targets, targets + N, s.targets.begin());
+  return CrossEntropy(s, targets, N);
 }
 
-void Gpt::GatherLogits(int row, float* out) {
-  tp_->GatherFromSequence(logits_.data() + static_cast<size_t>(row) * Vs_, out, tp_->size(), Vs_);
+const float* Gpt::ChunkOutput(int chunk, int slot) const {
+  const Chunk& ch = chunks_[chunk];
+  const Slot& s = ch.slots[slot];
+  return s.blocks.empty() ? s.input.data() : s.blocks.back().out.data();
 }
 
-void Gpt::Backward(float loss_scale, const std::function<void(int tensor)>& on_ready) {
+void Gpt::GatherLogits(int slot, int row, float* out) {
+  const Slot& s = chunks_.back().slots[slot];
+  tp_->GatherFromSequence(s.logits.data() + static_cast<size_t>(row) * Vs_, out, tp_->size(), Vs_);
+}
+
+void Gpt::ChunkBackward(int chunk, int slot, const float* dout, float loss_scale,
+                        const std::function<void(int tensor)>& on_ready) {
   const int C = C_;
-  const int B = B_;
-  const int T = T_;
+  Chunk& ch = chunks_[chunk];
+  Slot& s = ch.slots[slot];
+  const int B = s.B;
+  const int T = s.T;
   const int N = B * T;
   const int held = HeldRows(N);
-  const float* last = shape_.n_layer > 0 ? acts_.back().out.data() : encoded_.data();
-  // The loss and the tied head; probs_ becomes dlogits in place.
+  float* dres = ch.dres.data();
   using Pass = UnitHooks::Pass;
-  const int embeddings = 0, final_norm = shape_.n_layer + 1;
-  ops::SoftmaxCrossEntropyBackward(probs_.data(), probs_.data(), targets_, v0_, loss_scale, N, Vs_);
-  Before(embeddings, Pass::kBackward);  // the tied head
-  const float* lnf = GatherRows(lnf_.data(), rows_in_.data(), N, C);
-  ops::MatmulBackward(dC_.data(), grad(wte_), nullptr, probs_.data(), lnf, param(wte_), N, C, Vs_);
-  After(embeddings, Pass::kBackward);
-  const float* dlnf = SumRows(dC_.data(), dCrows_.data(), N, C);  // f
-  std::fill(dres_.begin(), dres_.begin() + static_cast<size_t>(held) * C, 0.0f);
-  Before(final_norm, Pass::kBackward);
-  ops::LayerNormBackward(dres_.data(), grad(lnf_w_), grad(lnf_b_), dlnf, last, param(lnf_w_),
-                         lnf_mean_.data(), lnf_rstd_.data(), held, C);
-  on_ready(lnf_b_);
-  on_ready(lnf_w_);
-  After(final_norm, Pass::kBackward);
-  for (int l = shape_.n_layer - 1; l >= 0; --l) {
-    const float* x = l > 0 ? acts_[l - 1].out.data() : encoded_.data();
-    Before(l + 1, Pass::kBackward);
-    BlockBackward(l, x, dres_.data(), B, T, on_ready);
-    After(l + 1, Pass::kBackward);
+  if (ch.head) {
+    // The loss and the tied head; probs becomes dlogits in place.
+    const float* last = s.blocks.empty() ? s.input.data() : s.blocks.back().out.data();
+    ops::SoftmaxCrossEntropyBackward(s.probs.data(), s.probs.data(), s.targets.data(), v0_,
+                                     loss_scale, N, Vs_);
+    Before(head_unit_, Pass::kBackward);
+    const float* lnf = GatherRows(s.lnf.data(), rows_in_.data(), N, C);
+    ops::MatmulBackward(dC_.data(), grad(head_wte_), nullptr, s.probs.data(), lnf, param(head_wte_),
+                        N, C, Vs_);
+    After(head_unit_, Pass::kBackward);
+    if (head_wte_ != wte_) on_ready(head_wte_);
+    const float* dlnf = SumRows(dC_.data(), dCrows_.data(), N, C);  // f
+    std::fill(dres, dres + static_cast<size_t>(held) * C, 0.0f);
+    Before(lnf_unit_, Pass::kBackward);
+    ops::LayerNormBackward(dres, grad(lnf_w_), grad(lnf_b_), dlnf, last, param(lnf_w_),
+                           s.lnf_mean.data(), s.lnf_rstd.data(), held, C);
+    on_ready(lnf_b_);
+    on_ready(lnf_w_);
+    After(lnf_unit_, Pass::kBackward);
+  } else {
+    std::copy(dout, dout + static_cast<size_t>(held) * C, dres);
   }
+  for (int l = ch.end_block - 1; l >= ch.first_block; --l) {
+    const int i = l - ch.first_block;
+    const float* x = i > 0 ? s.blocks[i - 1].out.data() : s.input.data();
+    Before(BlockUnit(l), Pass::kBackward);
+    BlockBackward(l, s.blocks[i], x, dres, B, T, on_ready);
+    After(BlockUnit(l), Pass::kBackward);
+  }
+  if (!ch.embedding) return;
   // Embedding: positions from this rank's rows; the vocabulary slice from every row.
-  Before(embeddings, Pass::kBackward, /*reads_params=*/false);
-  ops::PositionBackward(grad(wpe_), dres_.data(), FirstRow(N), held, T, C);
-  const float* demb = GatherRows(dres_.data(), rows_out_.data(), N, C);
-  ops::EmbeddingBackward(grad(wte_), demb, tokens_, v0_, Vs_, N, C);
+  Before(embedding_unit_, Pass::kBackward, /*reads_params=*/false);
+  ops::PositionBackward(grad(wpe_), dres, FirstRow(N), held, T, C);
+  const float* demb = GatherRows(dres, rows_out_.data(), N, C);
+  ops::EmbeddingBackward(grad(wte_), demb, s.tokens.data(), v0_, Vs_, N, C);
   on_ready(wpe_);
   on_ready(wte_);
-  After(embeddings, Pass::kBackward);
+  After(embedding_unit_, Pass::kBackward);
 }
 
 }  // namespace weft::trainer

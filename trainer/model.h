@@ -23,6 +23,14 @@
 // hold this rank's share of the B·T token rows only: the sums become reduce-scatters of rows, the
 // column-parallel inputs all-gathers of rows (gathered again in backward rather than kept), and the
 // replicated tensors' gradients partial sums (TensorView::partial_gradient).
+//
+// Pipeline parallelism: a rank holds a StagePart of the model, its model chunks, each a
+// contiguous range of blocks (chunk c of stage s is virtual stage c·stages + s); the embedding
+// goes with virtual stage 0 and the final norm, head and loss with the last, which then holds
+// its own copy of the tied embedding (TensorView::tied_copy: its gradient is summed with the
+// first stage's, as Megatron's embedding group does). ChunkForward and ChunkBackward run one
+// micro-batch through one chunk, keeping its activations in one of the chunk's slots until its
+// backward; the caller moves activations and their gradients between stages.
 #pragma once
 
 #include <cstdint>
@@ -43,11 +51,19 @@ struct ModelShape {
   int vocab = 256;  // bytes
 };
 
+// The part of the model one pipeline rank runs (the whole model by default).
+struct StagePart {
+  int stages = 1;                // pipeline ranks
+  int stage = 0;                 // this one
+  int chunks = 1;                // model chunks per rank (the interleaved schedule's)
+  std::vector<int> slots = {1};  // per chunk: micro-batches whose activations it keeps at once
+};
+
 // What a sharding driver needs to know of the passes: the model reads unit u's parameters (when
 // `reads_params`) and writes its gradients only between Before(u) and After(u), so Before may
-// point the unit at other storage (Gpt::SetUnitStorage). Units are the layout's: 0 the
-// embeddings (also the tied head, used at both ends of each pass), 1..n_layer the blocks,
-// n_layer + 1 the final norm.
+// point the unit at other storage (Gpt::SetUnitStorage). Units are the layout's: for the whole
+// model 0 the embeddings (also the tied head, used at both ends of each pass), 1..n_layer the
+// blocks, n_layer + 1 the final norm.
 class UnitHooks {
  public:
   enum class Pass { kForward, kBackward };
@@ -63,7 +79,9 @@ class Gpt {
   // `pad_quantum` elements (ParamLayout), which stay zero. `tp` (null: one rank) must outlive the
   // model; its size divides n_head, n_embd and the vocabulary, and under sequence parallelism
   // max_batch · seq_len.
-  Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum = 1, TensorParallel* tp = nullptr);
+  // `part`: the chunks this rank runs (n_layer divisible by stages · chunks).
+  Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum = 1, TensorParallel* tp = nullptr,
+      StagePart part = {});
 
   const ModelShape& shape() const { return shape_; }
   TensorParallel& tensor_parallel() { return *tp_; }
@@ -96,20 +114,53 @@ class Gpt {
   void InitParams(uint64_t seed);
   void ZeroGrads();
 
-  // Runs B ≤ max_batch sequences of T ≤ seq_len tokens (B·T a multiple of row_multiple()). With
-  // targets, returns the summed cross-entropy over the B·T positions (and keeps what Backward
-  // needs); without, only the logits are computed. Collective over the tensor-parallel group;
-  // its errors are kept there (TensorParallel::TakeError).
-  double Forward(const uint8_t* tokens, const uint8_t* targets, int B, int T);
-  // The whole vocabulary's logits of row `row` of the last Forward, into out[vocab] (collective
-  // over the tensor-parallel group).
-  void GatherLogits(int row, float* out);
-  // Bytes of the activations the last Forward with targets keeps for Backward on this rank.
-  size_t activation_bytes() const { return ActivationBytes(B_, T_); }
+  // The whole model on one pipeline rank: ChunkForward and ChunkBackward of chunk 0, slot 0.
+  double Forward(const uint8_t* tokens, const uint8_t* targets, int B, int T) {
+    return ChunkForward(0, 0, tokens, targets, nullptr, B, T);
+  }
+  void Backward(float loss_scale, const std::function<void(int tensor)>& on_ready) {
+    ChunkBackward(0, 0, nullptr, loss_scale, on_ready);
+  }
 
-  // Adds d(loss_scale · summed loss)/dθ of the last Forward (with targets) to the gradients,
-  // calling on_ready(tensor) for each tensor once its gradient for this pass is final.
-  void Backward(float loss_scale, const std::function<void(int tensor)>& on_ready);
+  const StagePart& part() const { return part_; }
+  // The whole model's tensors as one rank holds them (no buffers made): the names, shapes and
+  // order a checkpoint's manifest lists, whatever layout saves it.
+  static ParamLayout WholeLayout(const ModelShape& shape);
+  // Chunk `chunk` starts with the embedding (virtual stage 0) / ends with the head and loss.
+  bool has_embedding(int chunk) const { return chunks_[chunk].embedding; }
+  bool has_head(int chunk) const { return chunks_[chunk].head; }
+  // The tensor of the tied embedding this rank's head reads (-1 without the head).
+  int head_tensor() const { return head_wte_; }
+  // The tensor of the token embedding (-1 without the embedding chunk).
+  int embedding_tensor() const { return wte_; }
+
+  // Runs B ≤ max_batch sequences of T ≤ seq_len tokens (B·T a multiple of row_multiple())
+  // through chunk `chunk`, keeping its activations in `slot`. The embedding chunk reads `tokens`,
+  // the others `input` (this rank's rows × n_embd, copied). The head chunk, with targets, returns
+  // the summed cross-entropy over the B·T positions; without, it computes the logits only.
+  // Collective over the tensor-parallel group; its errors are kept there
+  // (TensorParallel::TakeError).
+  double ChunkForward(int chunk, int slot, const uint8_t* tokens, const uint8_t* targets,
+                      const float* input, int B, int T);
+  // The output of the last ChunkForward into `slot` of a chunk without the head (this rank's
+  // rows × n_embd), until that slot's next ChunkForward.
+  const float* ChunkOutput(int chunk, int slot) const;
+  // Adds d(loss_scale · summed loss)/dθ of the micro-batch in `slot` (forwarded with targets) to
+  // the gradients: the head chunk from its loss, the others from `dout` (the output's gradient,
+  // this rank's rows), calling on_ready(tensor) for each tensor once its gradient for this pass is
+  // final. Leaves d(input) in ChunkInputGrad(chunk) for a chunk without the embedding.
+  void ChunkBackward(int chunk, int slot, const float* dout, float loss_scale,
+                     const std::function<void(int tensor)>& on_ready);
+  // Until the chunk's next ChunkBackward.
+  const float* ChunkInputGrad(int chunk) const { return chunks_[chunk].dres.data(); }
+
+  // The whole vocabulary's logits of row `row` of the head chunk's last forward in `slot`, into
+  // out[vocab] (collective over the tensor-parallel group).
+  void GatherLogits(int slot, int row, float* out);
+  // Bytes of the activations one micro-batch of B sequences of T tokens keeps for backward in
+  // chunk `chunk`, and in every slot of every chunk at once.
+  size_t ChunkActivationBytes(int chunk, int B, int T) const;
+  size_t activation_capacity_bytes(int B, int T) const;
 
  private:
   struct BlockTensors {
@@ -120,12 +171,29 @@ class Gpt {
         fch_gelu, out;
   };
 
+  // A micro-batch's activations in one chunk, kept from its forward to its backward.
+  struct Slot {
+    std::vector<uint8_t> tokens, targets;  // copies, for the embedding's and loss's backward
+    std::vector<float> input;              // the first block's input (this rank's rows)
+    std::vector<BlockActivations> blocks;
+    std::vector<float> lnf, lnf_mean, lnf_rstd, logits, probs;  // the head chunk's
+    int B = 0, T = 0;
+  };
+  struct Chunk {
+    int first_block = 0, end_block = 0;  // global block indices
+    bool embedding = false, head = false;
+    std::vector<Slot> slots;
+    std::vector<float> dres;  // the backward's running gradient of the residual stream
+  };
+
   // x: this rank's rows of the block input (all B·T rows without sequence parallelism).
-  void BlockForward(int l, const float* x, int B, int T);
+  void BlockForward(int l, BlockActivations& a, const float* x, int B, int T);
   // dres holds d(loss)/d(block output) on entry and d(loss)/d(block input) on return (this
   // rank's rows).
-  void BlockBackward(int l, const float* x, float* dres, int B, int T,
+  void BlockBackward(int l, BlockActivations& a, const float* x, float* dres, int B, int T,
                      const std::function<void(int tensor)>& on_ready);
+  // The unit of block l (global index).
+  int BlockUnit(int l) const { return block_unit_[l]; }
   // A column-parallel linear's input: this rank's rows `held` of an N-row activation, gathered
   // over the group under sequence parallelism (into `scratch`), else `held` itself.
   const float* GatherRows(const float* held, float* scratch, int N, int C);
@@ -135,10 +203,8 @@ class Gpt {
   // A row-parallel linear: out = residual + bias + Σ_group inp[N,K] · w[C,K]ᵀ, this rank's rows.
   void RowParallelForward(float* out, const float* inp, const float* w, const float* bias,
                           const float* residual, int N, int K);
-  // Vocabulary-parallel cross-entropy of logits_ (this rank's slice) for N rows.
-  double CrossEntropy(const uint8_t* targets, int N);
-  // Activation bytes kept for backward by a pass of B sequences of T tokens.
-  size_t ActivationBytes(int B, int T) const;
+  // Vocabulary-parallel cross-entropy of the slot's logits (this rank's slice) for N rows.
+  double CrossEntropy(Slot& s, const uint8_t* targets, int N);
   // This rank's rows of an N-row activation: N/t under sequence parallelism, else N.
   int HeldRows(int N) const { return N / row_multiple(); }
   // The first of them.
@@ -146,13 +212,31 @@ class Gpt {
 
   ModelShape shape_;
   int max_batch_;
+  StagePart part_;
   TensorParallel solo_;  // the group when none is given
   TensorParallel* tp_;
   int C_, Ca_, NHa_, H_, Vs_, v0_;  // width; attention width and heads, MLP width, vocabulary
                                     // slice and its first token, on this rank
   ParamLayout layout_;
-  int wte_, wpe_, lnf_w_, lnf_b_;
+  // Tensors and units this rank holds (-1: not here); blocks_ and block_unit_ by global block
+  // index, set for the blocks of this rank's chunks; chunks_ without their buffers.
+  struct Placement {
+    int wte = -1, wpe = -1, lnf_w = -1, lnf_b = -1, head_wte = -1;
+    int embedding_unit = -1, lnf_unit = -1, head_unit = -1;
+    std::vector<BlockTensors> blocks;
+    std::vector<int> block_unit;
+    std::vector<Chunk> chunks;
+  };
+  // Registers the tensors of `part` in a layout, as tensor-parallel rank `tp_rank` of `tp_size`
+  // holds them: a pure function of its arguments, shared by the model and WholeLayout.
+  static ParamLayout BuildLayout(const ModelShape& shape, size_t pad_quantum, int tp_size,
+                                 int tp_rank, bool sequence_parallel, const StagePart& part,
+                                 Placement* at);
+  int wte_, wpe_, lnf_w_, lnf_b_, head_wte_;
+  int embedding_unit_, lnf_unit_, head_unit_;
   std::vector<BlockTensors> blocks_;
+  std::vector<int> block_unit_;
+  std::vector<Chunk> chunks_;
 
   // Brackets a unit's use with the hooks, if any.
   void Before(int unit, UnitHooks::Pass pass, bool reads_params = true) {
@@ -170,17 +254,10 @@ class Gpt {
   shard::FlatBuffer params_, grads_;
   std::vector<float*> unit_params_, unit_grads_;  // per unit: where its storage is now
   UnitHooks* hooks_ = nullptr;
-  // Activations of the last Forward.
-  const uint8_t* tokens_ = nullptr;
-  const uint8_t* targets_ = nullptr;
-  int B_ = 0, T_ = 0;
-  std::vector<float> encoded_;
-  std::vector<BlockActivations> acts_;
-  std::vector<float> lnf_, lnf_mean_, lnf_rstd_, logits_, probs_;
-  std::vector<float> ce_maxes_, ce_sums_;  // per row; sums then target logits
-  // Scratch shared by all blocks (each op overwrites what it writes): the backward's gradients,
-  // and under tensor parallelism full-row activations (gathered or before a reduce-scatter).
-  std::vector<float> dres_, dC_, dCrows_, d3C_, d4C_, datt_, rows_in_, rows_out_;
+  // Scratch shared by all chunks (each op overwrites what it writes): the backward's gradients,
+  // the cross-entropy's per-row values, and under tensor parallelism full-row activations
+  // (gathered or before a reduce-scatter).
+  std::vector<float> dC_, dCrows_, d3C_, d4C_, datt_, rows_in_, rows_out_, ce_maxes_, ce_sums_;
 };
 
 }  // namespace weft::trainer

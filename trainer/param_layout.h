@@ -39,6 +39,9 @@ struct TensorView {
   // Under sequence parallelism: each rank's gradient covers its token rows only, and the group's
   // sum is the gradient.
   bool partial_gradient = false;
+  // A copy of a tensor another pipeline stage holds (the tied embedding at the head): the two
+  // gradients are summed, and the other stage's copy is the one counted and saved.
+  bool tied_copy = false;
   std::vector<TensorRun> runs;  // where the local elements lie in the whole tensor, in local order
   int unit = 0;                 // the unit it belongs to
 };
@@ -63,6 +66,8 @@ class ParamLayout {
               std::vector<TensorRun> runs, bool weight_decay);
   // Marks a tensor's gradient as partial across the tensor-parallel group (TensorView).
   void MarkPartialGradient(int tensor) { tensors_[tensor].partial_gradient = true; }
+  // Marks a tensor as a tied copy (TensorView).
+  void MarkTiedCopy(int tensor) { tensors_[tensor].tied_copy = true; }
   // Closes the open unit (the tensors added since the last EndUnit) and pads it.
   void EndUnit(std::string name);
 

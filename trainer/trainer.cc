@@ -23,6 +23,7 @@
 #include "mesh.h"
 #include "model.h"
 #include "optimizer.h"
+#include "pipeline.h"
 #include "plot.h"
 #include "rng.h"
 
@@ -64,17 +65,6 @@ double ProcessCpuSeconds() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// The whole model's parameters, whatever part of them this rank holds.
-size_t WholeParameters(const ParamLayout& layout) {
-  size_t total = 0;
-  for (const TensorView& t : layout.tensors()) {
-    size_t size = 1;
-    for (int d : t.global_shape) size *= static_cast<size_t>(d);
-    total += size;
-  }
-  return total;
 }
 
 std::string FormatDuration(double seconds) {
@@ -131,6 +121,12 @@ class Run {
   absl::Status LoadCheckpoint(const shard::CheckpointReader& reader);
   absl::Status Step(int step, double* loss, double* grad_norm, double* lr,
                     absl::Duration* comm_wait);
+  // The sampler's view of the model, through the pipeline when there is one.
+  NextLogits SampleLogits();
+  // pp > 1: sums the loss over the stages and takes the pass's bubble and peak activations.
+  absl::Status PipelineFigures(double* loss);
+  // The activation bytes this rank keeps between forward and backward at most.
+  size_t ActivationBytes() const;
   // state_bytes_ and buffer_bytes_: the most of any rank (collective).
   absl::Status UpdateMemoryFigures();
   absl::StatusOr<double> Evaluate(absl::Duration* comm_wait);
@@ -144,7 +140,11 @@ class Run {
   Group data_{nullptr};  // this rank's data-parallel group
   std::unique_ptr<TensorParallel> tp_;
   std::unique_ptr<Gpt> model_;
+  std::unique_ptr<Pipeline> pipeline_;  // pp > 1
   std::unique_ptr<DataParallel> dp_;
+  double bubble_fraction_ = 0;  // the last step's, the mean over the stages
+  int64_t peak_activations_ =
+      0;  // the last step's micro-batch × chunk activations, most of any stage
   int64_t activation_bytes_ = 0;  // the most any rank keeps for backward
   int64_t state_bytes_ = 0;       // the most any rank keeps between steps
   int64_t buffer_bytes_ = 0;      // the most any rank holds during a step (DataParallel)
@@ -171,11 +171,28 @@ absl::Status Run::Setup() {
   data_ = Group(mesh_.dp_comm());
   tp_ = std::make_unique<TensorParallel>(mesh_.tp_comm(), config_.sequence_parallel == "true",
                                          kCommTimeout);
-  model_ = std::make_unique<Gpt>(config_.shape(), micro_,
-                                 DataParallel::PadQuantum(config_, data_.comm()), tp_.get());
+  StagePart part;
+  PipeSchedule schedule;
+  if (config_.pp > 1) {
+    const int p = config_.pp, m = config_.micro_batches;
+    schedule = config_.pp_schedule == "gpipe"  ? GPipeSchedule(p, m)
+               : config_.pp_schedule == "1f1b" ? OneFOneBSchedule(p, m)
+                                               : InterleavedSchedule(p, m, config_.pp_chunks);
+    if (absl::Status s = CheckSchedule(schedule); !s.ok()) return s;
+    part = {p, mesh_.pp_rank(), config_.pp_chunks,
+            Pipeline::SlotsPerChunk(schedule, mesh_.pp_rank())};
+  }
+  model_ = std::make_unique<Gpt>(config_.shape(), micro_ / config_.micro_batches,
+                                 DataParallel::PadQuantum(config_, data_.comm()), tp_.get(), part);
   model_->InitParams(config_.seed);
+  if (config_.pp > 1) {
+    absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
+        Pipeline::Create(mesh_.pp_comm(), std::move(schedule), model_.get(), kCommTimeout);
+    if (!pipeline.ok()) return pipeline.status();
+    pipeline_ = *std::move(pipeline);
+  }
   absl::StatusOr<std::unique_ptr<DataParallel>> dp =
-      DataParallel::Create(config_, data_.comm(), model_.get());
+      DataParallel::Create(config_, data_.comm(), model_.get(), mesh_.pp_comm());
   if (!dp.ok()) return dp.status();
   dp_ = std::move(*dp);
   std::error_code ec;
@@ -202,12 +219,12 @@ absl::Status Run::Setup() {
 
 absl::Status Run::UpdateMemoryFigures() {
   // The metrics carry the largest figures of any rank.
-  int64_t bytes[3] = {static_cast<int64_t>(dp_->state_bytes()),
+  int64_t bytes[4] = {static_cast<int64_t>(dp_->state_bytes()),
                       static_cast<int64_t>(dp_->buffer_bytes()),
-                      static_cast<int64_t>(model_->activation_bytes())};
+                      static_cast<int64_t>(ActivationBytes()), peak_activations_};
   if (group_.comm() != nullptr) {
     if (absl::Status s = group_.comm()
-                             ->AllReduce(bytes, bytes, 3, DataType::kInt64, ReduceOp::kMax)
+                             ->AllReduce(bytes, bytes, 4, DataType::kInt64, ReduceOp::kMax)
                              .Wait(kCommTimeout);
         !s.ok()) {
       return s;
@@ -216,6 +233,7 @@ absl::Status Run::UpdateMemoryFigures() {
   state_bytes_ = bytes[0];
   buffer_bytes_ = bytes[1];
   activation_bytes_ = bytes[2];
+  peak_activations_ = bytes[3];
   return absl::OkStatus();
 }
 
@@ -306,7 +324,9 @@ absl::Status Run::LoadCheckpoint(const shard::CheckpointReader& reader) {
   }
   std::vector<shard::TensorInfo> tensors;
   for (const shard::ManifestTensor& t : reader.manifest().tensors) tensors.push_back(t.info);
-  if (absl::Status s = CheckLayout(tensors, model_->layout()); !s.ok()) differ(s.message());
+  if (absl::Status s = CheckLayout(tensors, Gpt::WholeLayout(config_.shape())); !s.ok()) {
+    differ(s.message());
+  }
   if (!differences.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("resume: checkpoint ", path, " does not fit this run: ", differences,
@@ -337,25 +357,75 @@ absl::Status Run::Step(int step, double* loss, double* grad_norm, double* lr,
   double local_loss = 0;
   const auto on_ready = [&](int tensor) { dp_->TensorReady(tensor); };
   for (int m = 0; m < accum; ++m) {
-    // The ranks of a tensor-parallel group read the same sequences.
+    // The ranks of a tensor-parallel group, and of a pipeline, read the same sequences.
     const uint64_t first = static_cast<uint64_t>(step) * config_.batch_size +
                            static_cast<uint64_t>(m * dp + data_.rank()) * micro_;
     GatherTrainSamples(corpus_.train, config_.seed, first, micro_, T, tokens_.data(),
                        targets_.data());
-    local_loss += model_->Forward(tokens_.data(), targets_.data(), micro_, T);
     dp_->BeginBackward(/*sync=*/m == accum - 1);
-    model_->Backward(loss_scale, on_ready);
+    if (pipeline_ != nullptr) {
+      if (absl::Status s =
+              pipeline_->Train(tokens_.data(), targets_.data(), micro_ / config_.micro_batches, T,
+                               loss_scale, /*final_pass=*/m == accum - 1, on_ready, &local_loss);
+          !s.ok()) {
+        return s;
+      }
+    } else {
+      local_loss += model_->Forward(tokens_.data(), targets_.data(), micro_, T);
+      model_->Backward(loss_scale, on_ready);
+    }
     if (absl::Status s = tp_->TakeError(); !s.ok()) return s;
     if (absl::Status s = dp_->FinishBackward(comm_wait); !s.ok()) return s;
   }
   // The step's loss: the mean over every token of the global batch (each tensor-parallel group
-  // holds its sequences' whole loss).
+  // holds its sequences' whole loss, a pipeline's last stage).
   double sum = local_loss;
   if (absl::Status s = data_.SumDoubles(&sum, 1, comm_wait); !s.ok()) return s;
+  if (pipeline_ != nullptr) {
+    if (absl::Status s = PipelineFigures(&sum); !s.ok()) return s;
+  }
   *loss = sum / (static_cast<double>(config_.batch_size) * T);
   *lr = LearningRate(step, config_.steps, config_.warmup_steps, config_.scaled_lr(),
                      config_.min_lr_ratio);
   return dp_->Update(*lr, grad_norm, comm_wait);
+}
+
+NextLogits Run::SampleLogits() {
+  return [this](const uint8_t* context, int length, int row, float* logits) -> absl::Status {
+    if (pipeline_ == nullptr) {
+      model_->Forward(context, nullptr, 1, length);
+      model_->GatherLogits(0, row, logits);
+      return tp_->TakeError();
+    }
+    // Through the stages; the last one's logits go to every stage.
+    double unused = 0;
+    if (absl::Status s = pipeline_->Forward(context, nullptr, 1, length, 1, &unused); !s.ok()) {
+      return s;
+    }
+    const int last = pipeline_->stages() - 1;
+    if (pipeline_->stage() == last) model_->GatherLogits(0, row, logits);
+    if (absl::Status s = tp_->TakeError(); !s.ok()) return s;
+    return pipeline_->Broadcast(logits, config_.shape().vocab, last);
+  };
+}
+
+absl::Status Run::PipelineFigures(double* loss) {
+  // Over the stages: the loss (the last stage's), the bubble shares and the peak activations.
+  const Pipeline::Figures& f = pipeline_->figures();
+  const double total = f.busy_s + f.idle_s + f.comm_s;
+  double values[2] = {*loss, total > 0 ? f.idle_s / total : 0.0};
+  if (absl::Status s = pipeline_->SumOverStages(values, 2); !s.ok()) return s;
+  *loss = values[0];
+  bubble_fraction_ = values[1] / pipeline_->stages();
+  peak_activations_ = f.peak_activations;
+  return absl::OkStatus();
+}
+
+size_t Run::ActivationBytes() const {
+  const int T = config_.seq_len;
+  if (pipeline_ == nullptr) return model_->ChunkActivationBytes(0, micro_, T);
+  // The most held at once: every slot of every chunk at the peak (slots are sized to it).
+  return model_->activation_capacity_bytes(micro_ / config_.micro_batches, T);
 }
 
 absl::StatusOr<double> Run::Evaluate(absl::Duration* comm_wait) {
@@ -363,9 +433,17 @@ absl::StatusOr<double> Run::Evaluate(absl::Duration* comm_wait) {
   const int count = config_.eval_batches * config_.batch_size;
   double totals[2] = {0, 0};  // summed loss, tokens
   int filled = 0;
+  absl::Status status;
   auto flush = [&] {
     if (filled == 0) return;
-    totals[0] += model_->Forward(tokens_.data(), targets_.data(), filled, T);
+    if (pipeline_ != nullptr) {
+      const int b = micro_ / config_.micro_batches;
+      if (status.ok()) {
+        status = pipeline_->Forward(tokens_.data(), targets_.data(), b, T, filled / b, &totals[0]);
+      }
+    } else {
+      totals[0] += model_->Forward(tokens_.data(), targets_.data(), filled, T);
+    }
     totals[1] += static_cast<double>(filled) * T;
     filled = 0;
   };
@@ -376,9 +454,13 @@ absl::StatusOr<double> Run::Evaluate(absl::Duration* comm_wait) {
     if (++filled == micro_) flush();
   }
   flush();
+  if (!status.ok()) return status;
   if (absl::Status s = tp_->TakeError(); !s.ok()) return s;
   if (absl::Status s = dp_->TakeError(); !s.ok()) return s;
   if (absl::Status s = data_.SumDoubles(totals, 2, comm_wait); !s.ok()) return s;
+  if (pipeline_ != nullptr) {
+    if (absl::Status s = pipeline_->SumOverStages(totals, 1); !s.ok()) return s;
+  }
   return totals[0] / totals[1];
 }
 
@@ -391,19 +473,25 @@ absl::Status Run::SaveCheckpoint(int step) {
   meta.config_json = ToJson(config_);
   meta.ranks = group_.size();
   meta.tp = config_.tp;
+  meta.pp = config_.pp;
   meta.zero = config_.zero;
   meta.shard_group = config_.zero > 0
                          ? static_cast<int>(DataParallel::ShardGroup(config_, data_.comm()).size())
                          : 0;
+  // The manifest lists the whole model's tensors; this rank's pieces name them by index there.
+  const ParamLayout whole = Gpt::WholeLayout(config_.shape());
+  std::vector<shard::SavedPiece> pieces = dp_->CheckpointPieces();
+  for (shard::SavedPiece& piece : pieces) {
+    piece.tensor = whole.Find(model_->layout().tensor(piece.tensor).name);
+  }
   const std::string path = CheckpointPath(run_dir_, step);
   // A checkpoint of this step exists only where resume rejected it: this one replaces it.
   if (leader()) {
     std::error_code ec;
     std::filesystem::remove_all(path, ec);
   }
-  absl::Status s =
-      shard::SaveCheckpoint(group_.comm(), path, kCheckpointArrays, TensorTable(model_->layout()),
-                            dp_->CheckpointPieces(), MetaJson(meta), kCommTimeout);
+  absl::Status s = shard::SaveCheckpoint(group_.comm(), path, kCheckpointArrays, TensorTable(whole),
+                                         std::move(pieces), MetaJson(meta), kCommTimeout);
   if (!s.ok() || !leader()) return s;
   return CommitLatest(run_dir_, step, config_.keep_checkpoints);
 }
@@ -419,9 +507,9 @@ absl::StatusOr<TrainSummary> Run::Execute() {
         "%zu train / %zu val bytes\n"
         "weft-train: %d rank%s x %d thread%s, batch %d = %d micro x %d accum x %d data-parallel "
         "ranks, lr %.3g (%s scaling), %d steps, out %s\n",
-        WholeParameters(model_->layout()), config_.n_layer, config_.n_head, config_.n_embd,
-        config_.seq_len, corpus_.source.c_str(), corpus_.train.size(), corpus_.val.size(),
-        group_.size(), group_.size() == 1 ? "" : "s", config_.threads,
+        Gpt::WholeLayout(config_.shape()).parameters(), config_.n_layer, config_.n_head,
+        config_.n_embd, config_.seq_len, corpus_.source.c_str(), corpus_.train.size(),
+        corpus_.val.size(), group_.size(), group_.size() == 1 ? "" : "s", config_.threads,
         config_.threads == 1 ? "" : "s", config_.batch_size, micro_, config_.grad_accum,
         data_.size(), config_.scaled_lr(), config_.lr_scaling.c_str(), total,
         options_.out_dir.c_str());
@@ -474,6 +562,10 @@ absl::StatusOr<TrainSummary> Run::Execute() {
           done, loss, lr, norm, tokens_per_s, seconds * 1e3, cpu_seconds * 1e3,
           absl::ToDoubleMilliseconds(comm_wait), state_bytes_, buffer_bytes_, activation_bytes_,
           comm_bytes);
+      if (pipeline_ != nullptr) {
+        absl::StrAppendFormat(&line, ", \"bubble_fraction\": %.4f, \"pp_peak_activations\": %d",
+                              bubble_fraction_, peak_activations_);
+      }
       if (val) absl::StrAppendFormat(&line, ", \"val_loss\": %.17g", *val);
       metrics_ << line << "}\n";
       metrics_.flush();
@@ -482,10 +574,15 @@ absl::StatusOr<TrainSummary> Run::Execute() {
       const double mean_step = timed_steps > 0 ? timed_seconds / timed_steps : seconds;
       std::printf(
           "step %*d/%d | loss %.4f | lr %.2e | %7.0f tok/s | %6.1f ms | comm wait %4.1f%% "
-          "| ETA %s%s\n",
+          "| ETA %s%s%s\n",
           static_cast<int>(std::to_string(total).size()), done, total, loss, lr, tokens_per_s,
           seconds * 1e3, 100.0 * absl::ToDoubleSeconds(comm_wait) / seconds,
           FormatDuration(mean_step * (end - done)).c_str(),
+          pipeline_ == nullptr
+              ? ""
+              : absl::StrFormat(" | bubble %.2f (theory %.2f), %d in flight", bubble_fraction_,
+                                TheoreticalBubble(pipeline_->schedule()), peak_activations_)
+                    .c_str(),
           val ? absl::StrFormat(" | val loss %.4f", *val).c_str() : "");
       std::fflush(stdout);
     }
@@ -501,16 +598,18 @@ absl::StatusOr<TrainSummary> Run::Execute() {
   summary.mean_tokens_per_s = timed_steps > 0 ? tokens_per_step * timed_steps / timed_seconds : 0;
   summary.comm_wait_share = timed_seconds > 0 ? timed_wait / timed_seconds : 0;
   summary.mean_cpu_ms = timed_steps > 0 ? 1e3 * timed_cpu / timed_steps : 0;
-  // The closing sample runs on rank 0's tensor-parallel group alone: every rank first gathers
-  // what it needs.
+  // The closing sample runs on the ranks of the first data-parallel replica alone (rank 0's
+  // tensor-parallel group and pipeline): every rank first gathers what it needs.
   const bool sample = summary.steps_done == total && config_.sample_tokens > 0;
   std::string text;
   if (sample) {
     if (absl::Status s = dp_->GatherForInference(); !s.ok()) return s;
-    if (mesh_.dp_rank() == 0 && mesh_.pp_rank() == 0) {
-      text = Generate(model_.get(), config_.sample_prompt, config_.sample_tokens,
-                      kSampleTemperature, &sample_rng_);
-      if (absl::Status s = tp_->TakeError(); !s.ok()) return s;
+    if (mesh_.dp_rank() == 0) {
+      absl::StatusOr<std::string> sampled =
+          Generate(SampleLogits(), config_.seq_len, config_.shape().vocab, model_->row_multiple(),
+                   config_.sample_prompt, config_.sample_tokens, kSampleTemperature, &sample_rng_);
+      if (!sampled.ok()) return sampled.status();
+      text = *std::move(sampled);
     }
   }
   if (leader() && summary.steps_done == total) {
