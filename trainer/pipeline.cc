@@ -63,8 +63,18 @@ absl::Status Pipeline::Wait(Work& work, double* seconds) {
   return s;
 }
 
+std::vector<float> Pipeline::TakeBuffer(size_t count) {
+  std::vector<float> buffer;
+  if (!spare_.empty()) {
+    buffer = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  buffer.resize(count);
+  return buffer;
+}
+
 void Pipeline::PostReceive(const Step& step, size_t count, Transfer* into) {
-  into->buffer.resize(count);
+  into->buffer = TakeBuffer(count);
   Communicator* channel = step.action.op == PipeOp::kForward ? act_in_.get() : grad_in_.get();
   into->work = channel->Recv(into->buffer.data(), count, DataType::kFloat32, /*peer=*/0);
 }
@@ -72,8 +82,10 @@ void Pipeline::PostReceive(const Step& step, size_t count, Transfer* into) {
 absl::Status Pipeline::Send(Communicator* channel, const float* data, size_t count) {
   const absl::Time start = absl::Now();
   Transfer t;
-  t.buffer.assign(data, data + count);
+  t.buffer = TakeBuffer(count);
+  std::copy(data, data + count, t.buffer.begin());
   t.work = channel->Send(t.buffer.data(), count, DataType::kFloat32, /*peer=*/1);
+  bytes_sent_ += count * sizeof(float);
   sends_.push_back(std::move(t));
   figures_.comm_s += Since(start);
   return ReapSends(false);
@@ -86,6 +98,7 @@ absl::Status Pipeline::ReapSends(bool all) {
       continue;
     }
     if (absl::Status s = Wait(it->work, &figures_.comm_s); !s.ok()) return s;
+    GiveBack(std::move(it->buffer));
     it = sends_.erase(it);
   }
   return absl::OkStatus();
@@ -152,7 +165,7 @@ absl::Status Pipeline::Run(const std::vector<Step>& steps, const uint8_t* tokens
     }
     std::vector<float> received;
     if (input != nullptr) {
-      received = std::move(incoming.buffer);  // the next receive gets a fresh buffer
+      received = std::move(incoming.buffer);  // the next receive takes another buffer
       input = received.data();
     }
     post_after(i);
@@ -186,12 +199,14 @@ absl::Status Pipeline::Run(const std::vector<Step>& steps, const uint8_t* tokens
         }
       }
     }
+    if (!received.empty()) GiveBack(std::move(received));  // the model copied it
     if (absl::Status s = model_->tensor_parallel().TakeError(); !s.ok()) return s;
   }
   if (absl::Status s = ReapSends(true); !s.ok()) return s;
   if (final_pass && embedding_group_ != nullptr && tied >= 0) {
     // The tied embedding's two gradients summed, then reported.
     const size_t n = model_->layout().tensor(tied).size;
+    bytes_sent_ += n * sizeof(float);
     const absl::Time start = absl::Now();
     absl::Status s = embedding_group_
                          ->AllReduce(model_->grad(tied), model_->grad(tied), n, DataType::kFloat32,
@@ -233,6 +248,7 @@ absl::Status Pipeline::Forward(const uint8_t* tokens, const uint8_t* targets, in
       const size_t at = static_cast<size_t>(m) * tokens_per_batch;
       *loss += model_->ChunkForward(c, 0, tokens + at, targets == nullptr ? nullptr : targets + at,
                                     input.data(), B, T);
+      if (!input.empty()) GiveBack(std::move(input));
       if (absl::Status s = model_->tensor_parallel().TakeError(); !s.ok()) return s;
       if (!model_->has_head(c)) {
         if (absl::Status s = Send(act_out_.get(), model_->ChunkOutput(c, 0), count); !s.ok()) {
@@ -246,6 +262,10 @@ absl::Status Pipeline::Forward(const uint8_t* tokens, const uint8_t* targets, in
 
 absl::Status Pipeline::Broadcast(float* data, size_t count, int root) {
   return stages_comm_->Broadcast(data, data, count, DataType::kFloat32, root).Wait(timeout_);
+}
+
+absl::Status Pipeline::GatherOverStages(const double* mine, size_t count, double* all) {
+  return stages_comm_->AllGather(mine, all, count, DataType::kFloat64).Wait(timeout_);
 }
 
 absl::Status Pipeline::SumOverStages(double* values, size_t count) {

@@ -6,9 +6,9 @@
 // channel's transfers match in order and a blocked send on one channel never holds up a receive on
 // another: a schedule CheckSchedule accepts (sends never block, receives wait) runs without
 // deadlock, whatever the message size. Receives are posted one action ahead, so they progress
-// while this stage computes; sends go out from buffers of their own and are waited for only when
-// the buffer is needed again. Activations live in the model's slots from a micro-batch's forward
-// to its backward.
+// while this stage computes; sends go out from buffers of their own, reaped once done. Transfer
+// buffers return to a pool and serve the next micro-batches. Activations live in the model's slots
+// from a micro-batch's forward to its backward.
 //
 // The tied embedding: the first stage's `wte` and the last stage's copy get the sum of both
 // gradients (one all-reduce over the two, after the pass), before the data-parallel reducer hears
@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -62,6 +63,9 @@ class Pipeline {
                        int micro_batches, double* loss);
 
   const Figures& figures() const { return figures_; }
+  // Bytes this stage sent since the last call: activations, gradients, and the tied embedding's
+  // all-reduce between the two ends (as a ring sends it: the gradient once).
+  uint64_t TakeBytesSent() { return std::exchange(bytes_sent_, 0); }
   int stage() const { return stage_; }
   int stages() const { return schedule_.stages; }
   const PipeSchedule& schedule() const { return schedule_; }
@@ -69,6 +73,8 @@ class Pipeline {
   absl::Status Broadcast(float* data, size_t count, int root);
   // Collective over the pipeline group: sums `count` doubles over the stages, in place.
   absl::Status SumOverStages(double* values, size_t count);
+  // Collective over the pipeline group: every stage's `count` doubles, in stage order, into all.
+  absl::Status GatherOverStages(const double* mine, size_t count, double* all);
 
  private:
   // One transfer in flight with the buffer it reads or fills.
@@ -93,6 +99,10 @@ class Pipeline {
   absl::Status Send(Communicator* channel, const float* data, size_t count);
   // Waits for sends whose buffers are done, keeping the rest; with `all`, for every one.
   absl::Status ReapSends(bool all);
+  // A transfer buffer of `count` floats: a spare one when there is one (buffers are reused across
+  // micro-batches and steps), and giving one back.
+  std::vector<float> TakeBuffer(size_t count);
+  void GiveBack(std::vector<float> buffer) { spare_.push_back(std::move(buffer)); }
   absl::Status Wait(Work& work, double* seconds);
 
   Communicator* stages_comm_;
@@ -105,7 +115,9 @@ class Pipeline {
   std::unique_ptr<Communicator> act_in_, act_out_, grad_in_, grad_out_;
   std::unique_ptr<Communicator> embedding_group_;  // first and last stage (the tied embedding)
   std::vector<Transfer> sends_;
+  std::vector<std::vector<float>> spare_;
   Figures figures_;
+  uint64_t bytes_sent_ = 0;
 };
 
 }  // namespace weft::trainer

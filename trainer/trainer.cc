@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "checkpoint.h"
 #include "data.h"
@@ -26,38 +27,12 @@
 #include "pipeline.h"
 #include "plot.h"
 #include "rng.h"
+#include "run.h"
 
 namespace weft::trainer {
 namespace {
 
-constexpr absl::Duration kCommTimeout = absl::Seconds(120);
 constexpr float kSampleTemperature = 0.8f;
-
-// The collectives the loop needs, with a single process as the trivial case.
-class Group {
- public:
-  explicit Group(Communicator* comm) : comm_(comm) {}
-  int rank() const { return comm_ == nullptr ? 0 : comm_->rank(); }
-  int size() const { return comm_ == nullptr ? 1 : comm_->size(); }
-  Communicator* comm() const { return comm_; }
-
-  // Sums `n` doubles over ranks in place; adds the time blocked to *waited.
-  absl::Status SumDoubles(double* values, size_t n, absl::Duration* waited) const {
-    if (comm_ == nullptr) return absl::OkStatus();
-    const absl::Time start = absl::Now();
-    absl::Status s =
-        comm_->AllReduce(values, values, n, DataType::kFloat64, ReduceOp::kSum).Wait(kCommTimeout);
-    *waited += absl::Now() - start;
-    return s;
-  }
-  absl::Status Barrier() const {
-    if (comm_ == nullptr) return absl::OkStatus();
-    return comm_->Barrier().Wait(kCommTimeout);
-  }
-
- private:
-  Communicator* comm_;
-};
 
 // CPU seconds this process has used (all threads): on a shared machine, where wall time depends
 // on the neighbours, CPU time per step measures the step's own cost.
@@ -102,60 +77,7 @@ absl::Status TruncateMetrics(const std::string& path, int step,
   return absl::OkStatus();
 }
 
-class Run {
- public:
-  Run(const Config& config, Communicator* comm, const TrainOptions& options)
-      : config_(config),
-        options_(options),
-        group_(comm),
-        micro_(config.micro_batch(group_.size())),
-        sample_rng_(Mix64(config.seed ^ 0x5a3b1e)) {}
-
-  absl::StatusOr<TrainSummary> Execute();
-
- private:
-  bool leader() const { return group_.rank() == 0; }
-  absl::Status Setup();
-  absl::Status OpenCheckpointRun();
-  absl::Status Resume();
-  absl::Status LoadCheckpoint(const shard::CheckpointReader& reader);
-  absl::Status Step(int step, double* loss, double* grad_norm, double* lr,
-                    absl::Duration* comm_wait);
-  // The sampler's view of the model, through the pipeline when there is one.
-  NextLogits SampleLogits();
-  // pp > 1: sums the loss over the stages and takes the pass's bubble and peak activations.
-  absl::Status PipelineFigures(double* loss);
-  // The activation bytes this rank keeps between forward and backward at most.
-  size_t ActivationBytes() const;
-  // state_bytes_ and buffer_bytes_: the most of any rank (collective).
-  absl::Status UpdateMemoryFigures();
-  absl::StatusOr<double> Evaluate(absl::Duration* comm_wait);
-  absl::Status SaveCheckpoint(int step);
-
-  const Config config_;
-  const TrainOptions options_;
-  const Group group_;  // every rank
-  const int micro_;
-  Mesh mesh_;
-  Group data_{nullptr};  // this rank's data-parallel group
-  std::unique_ptr<TensorParallel> tp_;
-  std::unique_ptr<Gpt> model_;
-  std::unique_ptr<Pipeline> pipeline_;  // pp > 1
-  std::unique_ptr<DataParallel> dp_;
-  double bubble_fraction_ = 0;  // the last step's, the mean over the stages
-  int64_t peak_activations_ =
-      0;  // the last step's micro-batch × chunk activations, most of any stage
-  int64_t activation_bytes_ = 0;  // the most any rank keeps for backward
-  int64_t state_bytes_ = 0;       // the most any rank keeps between steps
-  int64_t buffer_bytes_ = 0;      // the most any rank holds during a step (DataParallel)
-  Rng sample_rng_;
-  Corpus corpus_;
-  std::vector<uint8_t> tokens_, targets_;
-  int start_step_ = 0;
-  std::string run_dir_;  // this invocation's DIR/checkpoints/run-NNN, the same on every rank
-  std::ofstream metrics_;
-  std::vector<std::pair<int, double>> train_curve_, val_curve_;
-};
+}  // namespace
 
 absl::Status Run::Setup() {
   openblas_set_num_threads(config_.threads);
@@ -237,265 +159,6 @@ absl::Status Run::UpdateMemoryFigures() {
   return absl::OkStatus();
 }
 
-absl::Status Run::OpenCheckpointRun() {
-  // Rank 0 picks (and creates) the run directory; the others learn its number through an
-  // all-reduce (max, theirs 0), so every rank reads and writes the same run. 0: rank 0 failed.
-  absl::StatusOr<int> opened =
-      leader() ? OpenRun(options_.out_dir, options_.resume) : absl::StatusOr<int>(0);
-  int64_t run = opened.ok() ? *opened : 0;
-  if (group_.comm() != nullptr) {
-    absl::Status s = group_.comm()
-                         ->AllReduce(&run, &run, 1, DataType::kInt64, ReduceOp::kMax)
-                         .Wait(kCommTimeout);
-    if (!s.ok()) return s;
-  }
-  if (!opened.ok()) return opened.status();
-  if (run == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("rank ", group_.rank(), ": rank 0 could not open a checkpoint run under ",
-                     options_.out_dir));
-  }
-  run_dir_ = RunDir(options_.out_dir, static_cast<int>(run));
-  if (leader()) {
-    std::printf("checkpoints: %s\n", run_dir_.c_str());
-    std::fflush(stdout);  // before any error on stderr
-  }
-  return options_.resume ? Resume() : absl::OkStatus();
-}
-
-absl::Status Run::Resume() {
-  const int rank = group_.rank();
-  // Every rank walks the same directory newest first, checks the manifest and its share of the
-  // files' checksums, and all take the newest checkpoint that every rank accepted.
-  for (int64_t step : CheckpointSteps(run_dir_)) {
-    const std::string path = CheckpointPath(run_dir_, step);
-    absl::StatusOr<std::unique_ptr<shard::CheckpointReader>> reader =
-        shard::CheckpointReader::Open(path);
-    absl::Status verdict = reader.status();
-    if (verdict.ok()) verdict = (*reader)->Verify(rank, group_.size());
-    // One all-reduce (max): the step's bounds, and the lowest rank that rejected it.
-    int64_t votes[3] = {step, -step, verdict.ok() ? 0 : group_.size() - rank};
-    if (group_.comm() != nullptr) {
-      absl::Status s = group_.comm()
-                           ->AllReduce(votes, votes, 3, DataType::kInt64, ReduceOp::kMax)
-                           .Wait(kCommTimeout);
-      if (!s.ok()) return s;
-    }
-    if (votes[0] != -votes[1]) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", rank, ": resume: ranks found different checkpoints (steps ", -votes[1], " to ",
-          votes[0], ") under ", run_dir_, "; every rank must see the same directory"));
-    }
-    if (votes[2] > 0) {
-      if (rank == group_.size() - votes[2]) {
-        std::printf("resume: skipping %s: %s; trying the previous checkpoint\n", path.c_str(),
-                    std::string(verdict.message()).c_str());
-        std::fflush(stdout);
-      }
-      continue;
-    }
-    return LoadCheckpoint(**reader);
-  }
-  if (leader()) std::printf("resume: no checkpoint in %s, starting fresh\n", run_dir_.c_str());
-  return absl::OkStatus();
-}
-
-absl::Status Run::LoadCheckpoint(const shard::CheckpointReader& reader) {
-  const std::string& path = reader.dir();
-  absl::StatusOr<CheckpointMeta> meta = ParseMeta(reader.manifest().metadata);
-  if (!meta.ok()) return absl::DataLossError(absl::StrCat(path, ": ", meta.status().message()));
-  absl::StatusOr<Config> saved = ParseConfig(meta->config_json, path);
-  if (!saved.ok()) return saved.status();
-  // What must match to continue: the model (config and tensors) and the global batch, which fixes
-  // the data order and the loss scale. The schedule, lr and parallel layout may change.
-  std::string differences;
-  const auto differ = [&](absl::string_view what) {
-    absl::StrAppend(&differences, differences.empty() ? "" : "; ", what);
-  };
-  const std::pair<const char*, int Config::*> fixed[] = {
-      {"n_layer", &Config::n_layer},       {"n_head", &Config::n_head},
-      {"n_embd", &Config::n_embd},         {"seq_len", &Config::seq_len},
-      {"batch_size", &Config::batch_size},
-  };
-  for (const auto& [name, field] : fixed) {
-    if ((*saved).*field != config_.*field) {
-      differ(absl::StrCat(name, ": checkpoint ", (*saved).*field, ", config ", config_.*field));
-    }
-  }
-  std::vector<shard::TensorInfo> tensors;
-  for (const shard::ManifestTensor& t : reader.manifest().tensors) tensors.push_back(t.info);
-  if (absl::Status s = CheckLayout(tensors, Gpt::WholeLayout(config_.shape())); !s.ok()) {
-    differ(s.message());
-  }
-  if (!differences.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("resume: checkpoint ", path, " does not fit this run: ", differences,
-                     " (without --resume, a new run starts in its own directory)"));
-  }
-  if (absl::Status s = dp_->LoadCheckpoint(reader, meta->optimizer_step); !s.ok()) return s;
-  sample_rng_ = Rng(meta->sample_rng);
-  start_step_ = static_cast<int>(meta->step);
-  if (meta->data_cursor != static_cast<uint64_t>(start_step_) * config_.batch_size) {
-    return absl::DataLossError(absl::StrCat("resume: checkpoint ", path, " data cursor ",
-                                            meta->data_cursor, " does not match step ", start_step_,
-                                            " × batch ", config_.batch_size));
-  }
-  if (leader()) {
-    std::printf("resume: continuing from %s (step %d, saved by %d rank%s, zero=%d)\n", path.c_str(),
-                start_step_, meta->ranks, meta->ranks == 1 ? "" : "s", meta->zero);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Run::Step(int step, double* loss, double* grad_norm, double* lr,
-                       absl::Duration* comm_wait) {
-  const int T = config_.seq_len;
-  const int dp = data_.size();
-  const int accum = config_.grad_accum;
-  const float loss_scale = 1.0f / (static_cast<float>(micro_) * T * accum);
-  dp_->ZeroGrads();
-  double local_loss = 0;
-  const auto on_ready = [&](int tensor) { dp_->TensorReady(tensor); };
-  for (int m = 0; m < accum; ++m) {
-    // The ranks of a tensor-parallel group, and of a pipeline, read the same sequences.
-    const uint64_t first = static_cast<uint64_t>(step) * config_.batch_size +
-                           static_cast<uint64_t>(m * dp + data_.rank()) * micro_;
-    GatherTrainSamples(corpus_.train, config_.seed, first, micro_, T, tokens_.data(),
-                       targets_.data());
-    dp_->BeginBackward(/*sync=*/m == accum - 1);
-    if (pipeline_ != nullptr) {
-      if (absl::Status s =
-              pipeline_->Train(tokens_.data(), targets_.data(), micro_ / config_.micro_batches, T,
-                               loss_scale, /*final_pass=*/m == accum - 1, on_ready, &local_loss);
-          !s.ok()) {
-        return s;
-      }
-    } else {
-      local_loss += model_->Forward(tokens_.data(), targets_.data(), micro_, T);
-      model_->Backward(loss_scale, on_ready);
-    }
-    if (absl::Status s = tp_->TakeError(); !s.ok()) return s;
-    if (absl::Status s = dp_->FinishBackward(comm_wait); !s.ok()) return s;
-  }
-  // The step's loss: the mean over every token of the global batch (each tensor-parallel group
-  // holds its sequences' whole loss, a pipeline's last stage).
-  double sum = local_loss;
-  if (absl::Status s = data_.SumDoubles(&sum, 1, comm_wait); !s.ok()) return s;
-  if (pipeline_ != nullptr) {
-    if (absl::Status s = PipelineFigures(&sum); !s.ok()) return s;
-  }
-  *loss = sum / (static_cast<double>(config_.batch_size) * T);
-  *lr = LearningRate(step, config_.steps, config_.warmup_steps, config_.scaled_lr(),
-                     config_.min_lr_ratio);
-  return dp_->Update(*lr, grad_norm, comm_wait);
-}
-
-NextLogits Run::SampleLogits() {
-  return [this](const uint8_t* context, int length, int row, float* logits) -> absl::Status {
-    if (pipeline_ == nullptr) {
-      model_->Forward(context, nullptr, 1, length);
-      model_->GatherLogits(0, row, logits);
-      return tp_->TakeError();
-    }
-    // Through the stages; the last one's logits go to every stage.
-    double unused = 0;
-    if (absl::Status s = pipeline_->Forward(context, nullptr, 1, length, 1, &unused); !s.ok()) {
-      return s;
-    }
-    const int last = pipeline_->stages() - 1;
-    if (pipeline_->stage() == last) model_->GatherLogits(0, row, logits);
-    if (absl::Status s = tp_->TakeError(); !s.ok()) return s;
-    return pipeline_->Broadcast(logits, config_.shape().vocab, last);
-  };
-}
-
-absl::Status Run::PipelineFigures(double* loss) {
-  // Over the stages: the loss (the last stage's), the bubble shares and the peak activations.
-  const Pipeline::Figures& f = pipeline_->figures();
-  const double total = f.busy_s + f.idle_s + f.comm_s;
-  double values[2] = {*loss, total > 0 ? f.idle_s / total : 0.0};
-  if (absl::Status s = pipeline_->SumOverStages(values, 2); !s.ok()) return s;
-  *loss = values[0];
-  bubble_fraction_ = values[1] / pipeline_->stages();
-  peak_activations_ = f.peak_activations;
-  return absl::OkStatus();
-}
-
-size_t Run::ActivationBytes() const {
-  const int T = config_.seq_len;
-  if (pipeline_ == nullptr) return model_->ChunkActivationBytes(0, micro_, T);
-  // The most held at once: every slot of every chunk at the peak (slots are sized to it).
-  return model_->activation_capacity_bytes(micro_ / config_.micro_batches, T);
-}
-
-absl::StatusOr<double> Run::Evaluate(absl::Duration* comm_wait) {
-  const int T = config_.seq_len;
-  const int count = config_.eval_batches * config_.batch_size;
-  double totals[2] = {0, 0};  // summed loss, tokens
-  int filled = 0;
-  absl::Status status;
-  auto flush = [&] {
-    if (filled == 0) return;
-    if (pipeline_ != nullptr) {
-      const int b = micro_ / config_.micro_batches;
-      if (status.ok()) {
-        status = pipeline_->Forward(tokens_.data(), targets_.data(), b, T, filled / b, &totals[0]);
-      }
-    } else {
-      totals[0] += model_->Forward(tokens_.data(), targets_.data(), filled, T);
-    }
-    totals[1] += static_cast<double>(filled) * T;
-    filled = 0;
-  };
-  // Each data-parallel rank gets count / dp sequences, a multiple of the micro-batch.
-  for (int k = data_.rank(); k < count; k += data_.size()) {
-    GatherValSample(corpus_.val, k, count, T, tokens_.data() + static_cast<size_t>(filled) * T,
-                    targets_.data() + static_cast<size_t>(filled) * T);
-    if (++filled == micro_) flush();
-  }
-  flush();
-  if (!status.ok()) return status;
-  if (absl::Status s = tp_->TakeError(); !s.ok()) return s;
-  if (absl::Status s = dp_->TakeError(); !s.ok()) return s;
-  if (absl::Status s = data_.SumDoubles(totals, 2, comm_wait); !s.ok()) return s;
-  if (pipeline_ != nullptr) {
-    if (absl::Status s = pipeline_->SumOverStages(totals, 1); !s.ok()) return s;
-  }
-  return totals[0] / totals[1];
-}
-
-absl::Status Run::SaveCheckpoint(int step) {
-  CheckpointMeta meta;
-  meta.step = step;
-  meta.data_cursor = static_cast<uint64_t>(step) * config_.batch_size;
-  meta.sample_rng = sample_rng_.state();
-  meta.optimizer_step = dp_->optimizer_step();
-  meta.config_json = ToJson(config_);
-  meta.ranks = group_.size();
-  meta.tp = config_.tp;
-  meta.pp = config_.pp;
-  meta.zero = config_.zero;
-  meta.shard_group = config_.zero > 0
-                         ? static_cast<int>(DataParallel::ShardGroup(config_, data_.comm()).size())
-                         : 0;
-  // The manifest lists the whole model's tensors; this rank's pieces name them by index there.
-  const ParamLayout whole = Gpt::WholeLayout(config_.shape());
-  std::vector<shard::SavedPiece> pieces = dp_->CheckpointPieces();
-  for (shard::SavedPiece& piece : pieces) {
-    piece.tensor = whole.Find(model_->layout().tensor(piece.tensor).name);
-  }
-  const std::string path = CheckpointPath(run_dir_, step);
-  // A checkpoint of this step exists only where resume rejected it: this one replaces it.
-  if (leader()) {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  absl::Status s = shard::SaveCheckpoint(group_.comm(), path, kCheckpointArrays, TensorTable(whole),
-                                         std::move(pieces), MetaJson(meta), kCommTimeout);
-  if (!s.ok() || !leader()) return s;
-  return CommitLatest(run_dir_, step, config_.keep_checkpoints);
-}
-
 absl::StatusOr<TrainSummary> Run::Execute() {
   if (absl::Status s = Setup(); !s.ok()) return s;
   const int total = config_.steps;
@@ -542,7 +205,8 @@ absl::StatusOr<TrainSummary> Run::Execute() {
       ++timed_steps;
     }
     const int done = step + 1;
-    const uint64_t comm_bytes = dp_->TakeBytesSent();
+    const uint64_t comm_bytes =
+        dp_->TakeBytesSent() + (pipeline_ != nullptr ? pipeline_->TakeBytesSent() : 0);
     if (absl::Status s = UpdateMemoryFigures(); !s.ok()) return s;
     std::optional<double> val;
     if ((config_.eval_every > 0 && done % config_.eval_every == 0) || done == total) {
@@ -565,6 +229,14 @@ absl::StatusOr<TrainSummary> Run::Execute() {
       if (pipeline_ != nullptr) {
         absl::StrAppendFormat(&line, ", \"bubble_fraction\": %.4f, \"pp_peak_activations\": %d",
                               bubble_fraction_, peak_activations_);
+        for (const auto& [key, at] :
+             {std::pair{"pp_busy_ms", 0}, std::pair{"pp_idle_ms", 1}, std::pair{"pp_comm_ms", 2}}) {
+          std::vector<std::string> values;
+          for (size_t i = at; i < stage_ms_.size(); i += 3) {
+            values.push_back(absl::StrFormat("%.3f", stage_ms_[i]));
+          }
+          absl::StrAppendFormat(&line, ", \"%s\": [%s]", key, absl::StrJoin(values, ", "));
+        }
       }
       if (val) absl::StrAppendFormat(&line, ", \"val_loss\": %.17g", *val);
       metrics_ << line << "}\n";
@@ -635,8 +307,6 @@ absl::StatusOr<TrainSummary> Run::Execute() {
   if (absl::Status s = group_.Barrier(); !s.ok()) return s;
   return summary;
 }
-
-}  // namespace
 
 absl::StatusOr<TrainSummary> Train(const Config& config, Communicator* comm,
                                    const TrainOptions& options) {
