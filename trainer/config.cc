@@ -59,6 +59,7 @@ const std::vector<std::pair<const char*, Member>>& Fields() {
       {"dp", &Config::dp},
       {"sequence_parallel", &Config::sequence_parallel},
       {"micro_batches", &Config::micro_batches},
+      {"recompute", &Config::recompute},
       {"pp_schedule", &Config::pp_schedule},
       {"pp_chunks", &Config::pp_chunks},
       {"sample_tokens", &Config::sample_tokens},
@@ -225,6 +226,8 @@ absl::Status Validate(const Config& c, int world_size) {
             absl::StrCat("sequence_parallel: seq_len (", c.seq_len, ") must be divisible by tp (",
                          c.tp, "): every rank holds an equal share of the token rows"));
   }
+  require(c.recompute == "none" || c.recompute == "selective" || c.recompute == "full",
+          absl::StrCat("recompute must be none, selective or full (got \"", c.recompute, "\")"));
   // The pipeline: whole chunks of blocks per stage, whole micro-batches, a schedule that exists.
   require(c.micro_batches >= 1,
           absl::StrCat("micro_batches must be >= 1 (got ", c.micro_batches, ")"));

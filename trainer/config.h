@@ -76,6 +76,8 @@ struct Config {
   // run through the stages by the schedule ("gpipe", "1f1b" or "interleaved", with pp_chunks
   // model chunks per stage).
   int micro_batches = 1;
+  // Activation recomputation: "none", "selective" (the attention core) or "full" (whole blocks).
+  std::string recompute = "none";
   std::string pp_schedule = "1f1b";
   int pp_chunks = 1;
   int sample_tokens = 200;  // generated at the end (0: none)

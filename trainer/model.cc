@@ -114,10 +114,11 @@ ParamLayout Gpt::WholeLayout(const ModelShape& shape) {
 }
 
 Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParallel* tp,
-         StagePart part)
+         StagePart part, Recompute recompute)
     : shape_(shape),
       max_batch_(max_batch),
       part_(std::move(part)),
+      recompute_(recompute),
       tp_(tp != nullptr ? tp : &solo_) {
   const int t = tp_->size(), r = tp_->rank();
   const int C = shape.n_embd;
@@ -146,7 +147,6 @@ Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParal
 
   const size_t BT = static_cast<size_t>(max_batch) * shape.seq_len;
   const size_t held = BT / row_multiple();
-  const size_t att = static_cast<size_t>(max_batch) * NHa_ * shape.seq_len * shape.seq_len;
   for (size_t c = 0; c < chunks_.size(); ++c) {
     Chunk& chunk = chunks_[c];
     chunk.slots.resize(c < part_.slots.size() ? part_.slots[c] : 1);
@@ -155,21 +155,7 @@ Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParal
       slot.targets.resize(BT);
       slot.input.resize(held * C);
       slot.blocks.resize(chunk.end_block - chunk.first_block);
-      for (BlockActivations& a : slot.blocks) {
-        a.ln1.resize(held * C);
-        a.ln1_mean.resize(held);
-        a.ln1_rstd.resize(held);
-        a.qkv.resize(BT * 3 * Ca_);
-        a.att.resize(att);
-        a.atty.resize(BT * Ca_);
-        a.res2.resize(held * C);
-        a.ln2.resize(held * C);
-        a.ln2_mean.resize(held);
-        a.ln2_rstd.resize(held);
-        a.fch.resize(BT * H_);
-        a.fch_gelu.resize(BT * H_);
-        a.out.resize(held * C);
-      }
+      for (BlockActivations& a : slot.blocks) AllocateBlock(a, false);
       if (chunk.head) {
         slot.lnf.resize(held * C);
         slot.lnf_mean.resize(held);
@@ -180,6 +166,7 @@ Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParal
     }
     chunk.dres.resize(held * C);
   }
+  if (recompute_ != Recompute::kNone) AllocateBlock(recomputed_, true);
   ce_maxes_.resize(BT);
   ce_sums_.resize(2 * BT);
   dC_.resize(BT * C);
@@ -193,11 +180,54 @@ Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParal
   }
 }
 
+void Gpt::AllocateBlock(BlockActivations& a, bool scratch) {
+  const size_t BT = static_cast<size_t>(max_batch_) * shape_.seq_len;
+  const size_t held = BT / row_multiple();
+  const size_t C = C_;
+  const bool full = recompute_ == Recompute::kNone || scratch;
+  const bool most = full || recompute_ == Recompute::kSelective;
+  if (most) {
+    a.ln1.resize(held * C);
+    a.ln1_mean.resize(held);
+    a.ln1_rstd.resize(held);
+    a.qkv.resize(BT * 3 * Ca_);
+    a.res2.resize(held * C);
+    a.ln2.resize(held * C);
+    a.ln2_mean.resize(held);
+    a.ln2_rstd.resize(held);
+    a.fch.resize(BT * H_);
+    a.fch_gelu.resize(BT * H_);
+  }
+  if (full) {
+    a.att.resize(static_cast<size_t>(max_batch_) * NHa_ * shape_.seq_len * shape_.seq_len);
+    a.atty.resize(BT * Ca_);
+  }
+  if (!scratch) a.out.resize(held * C);
+}
+
+void Gpt::SwapRecomputed(BlockActivations& a) {
+  if (recompute_ == Recompute::kNone) return;
+  BlockActivations& r = recomputed_;
+  std::swap(a.att, r.att);
+  std::swap(a.atty, r.atty);
+  if (recompute_ == Recompute::kSelective) return;
+  for (auto field :
+       {&BlockActivations::ln1, &BlockActivations::ln1_mean, &BlockActivations::ln1_rstd,
+        &BlockActivations::qkv, &BlockActivations::res2, &BlockActivations::ln2,
+        &BlockActivations::ln2_mean, &BlockActivations::ln2_rstd, &BlockActivations::fch,
+        &BlockActivations::fch_gelu}) {
+    std::swap(a.*field, r.*field);
+  }
+}
+
 size_t Gpt::ChunkActivationBytes(int chunk, int B, int T) const {
   const Chunk& c = chunks_[chunk];
   const size_t N = static_cast<size_t>(B) * T, held = HeldRows(B * T), C = C_;
-  const size_t block = held * C * 4 + held * 4 + N * 3 * Ca_ +
-                       static_cast<size_t>(B) * NHa_ * T * T + N * Ca_ + 2 * N * H_;
+  const size_t core = static_cast<size_t>(B) * NHa_ * T * T + N * Ca_;  // attention's
+  const size_t block = recompute_ == Recompute::kFull
+                           ? held * C
+                           : held * C * 4 + held * 4 + N * 3 * Ca_ + 2 * N * H_ +
+                                 (recompute_ == Recompute::kSelective ? 0 : core);
   size_t floats = held * C + block * (c.end_block - c.first_block);  // the input, the blocks
   if (c.head) floats += held * C + 2 * held + 2 * N * Vs_;           // lnf, logits, probs
   return sizeof(float) * floats;
@@ -385,7 +415,9 @@ double Gpt::ChunkForward(int chunk, int slot, const uint8_t* tokens, const uint8
   for (int l = ch.first_block; l < ch.end_block; ++l) {
     BlockActivations& a = s.blocks[l - ch.first_block];
     Before(BlockUnit(l), Pass::kForward);
+    SwapRecomputed(a);
     BlockForward(l, a, x, B, T);
+    SwapRecomputed(a);
     After(BlockUnit(l), Pass::kForward);
     x = a.out.data();
   }
@@ -451,8 +483,15 @@ void Gpt::ChunkBackward(int chunk, int slot, const float* dout, float loss_scale
   for (int l = ch.end_block - 1; l >= ch.first_block; --l) {
     const int i = l - ch.first_block;
     const float* x = i > 0 ? s.blocks[i - 1].out.data() : s.input.data();
+    BlockActivations& a = s.blocks[i];
     Before(BlockUnit(l), Pass::kBackward);
-    BlockBackward(l, s.blocks[i], x, dres, B, T, on_ready);
+    SwapRecomputed(a);
+    if (recompute_ == Recompute::kFull) BlockForward(l, a, x, B, T);
+    if (recompute_ == Recompute::kSelective) {
+      ops::AttentionForward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, Ca_, NHa_);
+    }
+    BlockBackward(l, a, x, dres, B, T, on_ready);
+    SwapRecomputed(a);
     After(BlockUnit(l), Pass::kBackward);
   }
   if (!ch.embedding) return;

@@ -59,6 +59,13 @@ struct StagePart {
   std::vector<int> slots = {1};  // per chunk: micro-batches whose activations it keeps at once
 };
 
+// Activation recomputation: kNone keeps every block's activations from forward to backward;
+// kSelective (Korthikanti et al.) drops the attention core's T×T probabilities and output and
+// recomputes them from the kept QKV in backward; kFull keeps only each block's output (the next
+// block's input) and runs the block's forward again in backward. The same operations run again on
+// the same inputs, so losses and gradients are bit-identical to kNone.
+enum class Recompute { kNone, kSelective, kFull };
+
 // What a sharding driver needs to know of the passes: the model reads unit u's parameters (when
 // `reads_params`) and writes its gradients only between Before(u) and After(u), so Before may
 // point the unit at other storage (Gpt::SetUnitStorage). Units are the layout's: for the whole
@@ -81,7 +88,7 @@ class Gpt {
   // max_batch · seq_len.
   // `part`: the chunks this rank runs (n_layer divisible by stages · chunks).
   Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum = 1, TensorParallel* tp = nullptr,
-      StagePart part = {});
+      StagePart part = {}, Recompute recompute = Recompute::kNone);
 
   const ModelShape& shape() const { return shape_; }
   TensorParallel& tensor_parallel() { return *tp_; }
@@ -192,6 +199,11 @@ class Gpt {
   // rank's rows).
   void BlockBackward(int l, BlockActivations& a, const float* x, float* dres, int B, int T,
                      const std::function<void(int tensor)>& on_ready);
+  // Allocates the buffers of `a` that `recompute` keeps per slot (all of them for the scratch).
+  void AllocateBlock(BlockActivations& a, bool scratch);
+  // Exchanges the buffers a slot's block does not keep with the shared scratch's: before a
+  // forward or backward of the block, and again after.
+  void SwapRecomputed(BlockActivations& a);
   // The unit of block l (global index).
   int BlockUnit(int l) const { return block_unit_[l]; }
   // A column-parallel linear's input: this rank's rows `held` of an N-row activation, gathered
@@ -213,7 +225,9 @@ class Gpt {
   ModelShape shape_;
   int max_batch_;
   StagePart part_;
-  TensorParallel solo_;  // the group when none is given
+  Recompute recompute_;
+  BlockActivations recomputed_;  // the buffers recomputation shares between a chunk's blocks
+  TensorParallel solo_;          // the group when none is given
   TensorParallel* tp_;
   int C_, Ca_, NHa_, H_, Vs_, v0_;  // width; attention width and heads, MLP width, vocabulary
                                     // slice and its first token, on this rank

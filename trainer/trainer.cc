@@ -105,7 +105,10 @@ absl::Status Run::Setup() {
             Pipeline::SlotsPerChunk(schedule, mesh_.pp_rank())};
   }
   model_ = std::make_unique<Gpt>(config_.shape(), micro_ / config_.micro_batches,
-                                 DataParallel::PadQuantum(config_, data_.comm()), tp_.get(), part);
+                                 DataParallel::PadQuantum(config_, data_.comm()), tp_.get(), part,
+                                 config_.recompute == "full"        ? Recompute::kFull
+                                 : config_.recompute == "selective" ? Recompute::kSelective
+                                                                    : Recompute::kNone);
   model_->InitParams(config_.seed);
   if (config_.pp > 1) {
     absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =

@@ -68,6 +68,7 @@ TEST(ConfigTest, MeshChecksEachSayWhy) {
        "batch share (12 sequences) must be divisible by micro_batches (5)"},
       {{"micro_batches=2"}, 1, "micro_batches=2 needs pp > 1"},
       {{"pp_schedule=zigzag"}, 1, "pp_schedule must be gpipe, 1f1b or interleaved"},
+      {{"recompute=some"}, 1, "recompute must be none, selective or full"},
       {{"dp=-1"}, 4, "dp must be >= 0"},
       {{"tp=4", "n_head=2", "n_embd=64"}, 4, "n_head (2) must be divisible by tp (4)"},
       {{"tp=4", "n_head=4", "n_embd=34"}, 4, "n_embd (34) must be divisible by tp (4)"},
