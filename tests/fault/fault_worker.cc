@@ -14,7 +14,8 @@
 //           Then every rank builds a second communicator from ID2 and uses it.
 // signal    a few all-reduces, then SIGUSR1 to itself: the flight recorder must appear on disk
 //           (written by the fault watch thread); then a dump on request through the API.
-// steady    200 all-reduces, every result checked (while the test attacks the ports).
+// steady    200 all-reduces, every result checked (while the test attacks the ports); then, with
+//           WEFT_STEADY_UNTIL=PATH, agreed rounds until PATH exists.
 #include <signal.h>
 #include <unistd.h>
 
@@ -169,6 +170,20 @@ int Steady(Communicator& comm) {
       }
     }
     ++rounds;
+  }
+  // WEFT_STEADY_UNTIL=PATH: then keep the job running, in rounds the ranks agree on, until PATH
+  // exists (the test's attacker creates it once it has attacked enough, however fast the job).
+  if (const char* until = std::getenv("WEFT_STEADY_UNTIL"); until != nullptr) {
+    for (;; ++rounds) {
+      int64_t seen = access(until, F_OK) == 0 ? 1 : 0;
+      if (absl::Status s = comm.AllReduce(&seen, &seen, 1, DataType::kInt64, ReduceOp::kMax).Wait();
+          !s.ok()) {
+        ReportError(s);
+        return 1;
+      }
+      if (seen != 0) break;
+      usleep(1000);
+    }
   }
   std::printf("STEADY_OK %d rounds\n", rounds);
   return 0;
