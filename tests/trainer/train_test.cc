@@ -159,6 +159,16 @@ class TrainTest : public ::testing::Test {
   void ExpectLayoutsMatchSingleRank(const std::vector<Layout>& layouts,
                                     const std::string& common = "");
   void ExpectBabyLossesFollowSingleRank(const std::vector<Layout>& layouts);
+  // A resumed layout: ranks (0: one process), its settings, and whether it must match bit for bit.
+  struct Resume {
+    int ranks;
+    std::string set;
+    bool exact;
+  };
+  // Runs `args` (12 steps, checkpoints every 3) with `first` settings on `ranks` to the end and
+  // cut after step 6, then resumes the cut run on each layout and compares its losses.
+  void ExpectResumesOnLayouts(const std::vector<std::string>& args, int ranks,
+                              const std::string& first, const std::vector<Resume>& resumes);
   // The losses of steps 7-12 of a run resumed after step 6 into `out`: the same bits as the
   // uninterrupted run's (`full`) when `exact`, else within 1e-5 relative.
   void ExpectResumedLosses(const std::string& out, const std::map<int, std::string>& full,
@@ -252,6 +262,26 @@ void TrainTest::ExpectResumedLosses(const std::string& out, const std::map<int, 
       EXPECT_LE(std::abs(std::stod(got.at(step)) - a), kDataParallelRelTol * std::abs(a))
           << out << " step " << step << ": " << got.at(step) << " vs " << full.at(step);
     }
+  }
+}
+
+void TrainTest::ExpectResumesOnLayouts(const std::vector<std::string>& args, int ranks,
+                                       const std::string& first,
+                                       const std::vector<Resume>& resumes) {
+  std::vector<std::string> run = args;
+  for (const std::string& a : SetArgs(first)) run.push_back(a);
+  ExpectOk(Train(ranks, "full", run));
+  const std::map<int, std::string> full = Losses("full");
+  run.insert(run.end(), {"--stop-after", "6"});
+  ExpectOk(Train(ranks, "cut", run));
+  for (const Resume& resume : resumes) {
+    const std::string out = absl::StrCat("resume", resume.ranks, resume.set);
+    fs::copy(dir_ / "cut", dir_ / out, fs::copy_options::recursive);
+    std::vector<std::string> second = args;
+    for (const std::string& a : SetArgs(resume.set)) second.push_back(a);
+    second.insert(second.end(), {"--resume", "auto"});
+    ExpectOk(Train(resume.ranks, out, second));
+    ExpectResumedLosses(out, full, resume.exact);
   }
 }
 
@@ -376,33 +406,13 @@ TEST_F(TrainTest, RecomputationIsBitIdentical) {
 // Checkpoints reshard across 3D layouts: cut after step 6 on dp 2 × tp 2 × pp 2, resumed on the
 // same mesh bit-identically, and within 1e-5 on tp 2 × pp 2 (interleaved) and on one rank.
 TEST_F(TrainTest, PipelineCheckpointsResumeAcrossMeshes) {
-  const std::vector<std::string> args = {"--steps", "12",           "--set", "checkpoint_every=3",
-                                         "--set",   "batch_size=8", "--set", "n_head=4",
-                                         "--set",   "n_layer=8"};
-  std::vector<std::string> mesh = args;
-  for (const std::string& a : SetArgs("dp=2,tp=2,pp=2,micro_batches=2,zero=1")) mesh.push_back(a);
-  ExpectOk(Train(8, "full", mesh));
-  const std::map<int, std::string> full = Losses("full");
-  std::vector<std::string> first = mesh;
-  first.insert(first.end(), {"--stop-after", "6"});
-  ExpectOk(Train(8, "cut", first));
-  struct Resume {
-    int ranks;
-    const char* set;
-    bool exact;
-  };
-  for (const Resume& resume :
-       {Resume{8, "dp=2,tp=2,pp=2,micro_batches=2,zero=1", true},
-        Resume{4, "tp=2,pp=2,micro_batches=4,pp_schedule=interleaved,pp_chunks=2", false},
-        Resume{0, "", false}}) {
-    const std::string out = absl::StrCat("resume", resume.ranks, resume.set);
-    fs::copy(dir_ / "cut", dir_ / out, fs::copy_options::recursive);
-    std::vector<std::string> second = args;
-    for (const std::string& a : SetArgs(resume.set)) second.push_back(a);
-    second.insert(second.end(), {"--resume", "auto"});
-    ExpectOk(Train(resume.ranks, out, second));
-    ExpectResumedLosses(out, full, resume.exact);
-  }
+  ExpectResumesOnLayouts(
+      {"--steps", "12", "--set", "checkpoint_every=3", "--set", "batch_size=8", "--set", "n_head=4",
+       "--set", "n_layer=8"},
+      8, "dp=2,tp=2,pp=2,micro_batches=2,zero=1",
+      {{8, "dp=2,tp=2,pp=2,micro_batches=2,zero=1", true},
+       {4, "tp=2,pp=2,micro_batches=4,pp_schedule=interleaved,pp_chunks=2", false},
+       {0, "", false}});
 }
 
 // ZeRO inside the data-parallel group of a dp × tp mesh, with accumulation, over TCP, and with
@@ -474,58 +484,23 @@ TEST_F(TrainTest, ShardGroupNodeShardsInsideEachNode) {
 // after step 6 on tp = 2 × dp = 2 with ZeRO-1 resumes bit-identically on the same mesh, and within
 // 1e-5 on tp = 4 with sequence parallelism, on 2 data-parallel ranks and on 1 rank.
 TEST_F(TrainTest, TensorParallelCheckpointsResumeOnAnyLayout) {
-  const std::vector<std::string> args = {
-      "--steps",       "12",    "--set",   "checkpoint_every=3", "--set",
-      "batch_size=12", "--set", "n_head=4"};
-  std::vector<std::string> mesh = args;
-  mesh.insert(mesh.end(), {"--set", "tp=2", "--set", "zero=1"});
-  ExpectOk(Train(4, "full", mesh));
-  const std::map<int, std::string> full = Losses("full");
-  std::vector<std::string> first = mesh;
-  first.insert(first.end(), {"--stop-after", "6"});
-  ExpectOk(Train(4, "cut", first));
-  struct Resume {
-    int ranks;
-    const char* set;
-    bool exact;
-  };
-  for (const Resume& resume :
-       {Resume{4, "tp=2,zero=1", true}, Resume{4, "tp=4,sequence_parallel=true", false},
-        Resume{2, "zero=2", false}, Resume{0, "", false}}) {
-    const std::string out = absl::StrCat("resume", resume.ranks, resume.set);
-    fs::copy(dir_ / "cut", dir_ / out, fs::copy_options::recursive);
-    std::vector<std::string> second = args;
-    for (const std::string& a : SetArgs(resume.set)) second.push_back(a);
-    second.insert(second.end(), {"--resume", "auto"});
-    ExpectOk(Train(resume.ranks, out, second));
-    ExpectResumedLosses(out, full, resume.exact);
-  }
+  ExpectResumesOnLayouts({"--steps", "12", "--set", "checkpoint_every=3", "--set", "batch_size=12",
+                          "--set", "n_head=4"},
+                         4, "tp=2,zero=1",
+                         {{4, "tp=2,zero=1", true},
+                          {4, "tp=4,sequence_parallel=true", false},
+                          {2, "zero=2", false},
+                          {0, "", false}});
 }
 
 TEST_F(TrainTest, ZeroCheckpointsResumeOnAnyLayout) {
-  const std::vector<std::string> args = {"--steps", "12",           "--set", "checkpoint_every=3",
-                                         "--set",   "batch_size=12"};
-  std::vector<std::string> zero3 = args;
-  zero3.insert(zero3.end(), {"--set", "zero=3"});
-  ExpectOk(Train(4, "full", zero3));
-  const std::map<int, std::string> full = Losses("full");
-  std::vector<std::string> first = zero3;
-  first.insert(first.end(), {"--stop-after", "6"});
-  ExpectOk(Train(4, "cut", first));
-  struct Resume {
-    int ranks;
-    int zero;
-    bool exact;
-  };
-  for (const Resume& resume : {Resume{4, 3, true}, Resume{3, 2, false}, Resume{2, 1, false},
-                               Resume{2, 0, false}, Resume{0, 0, false}}) {
-    const std::string out = absl::StrCat("resume", resume.ranks, "z", resume.zero);
-    fs::copy(dir_ / "cut", dir_ / out, fs::copy_options::recursive);
-    std::vector<std::string> second = args;
-    second.insert(second.end(), {"--set", absl::StrCat("zero=", resume.zero), "--resume", "auto"});
-    ExpectOk(Train(resume.ranks, out, second));
-    ExpectResumedLosses(out, full, resume.exact);
-  }
+  ExpectResumesOnLayouts({"--steps", "12", "--set", "checkpoint_every=3", "--set", "batch_size=12"},
+                         4, "zero=3",
+                         {{4, "zero=3", true},
+                          {3, "zero=2", false},
+                          {2, "zero=1", false},
+                          {2, "zero=0", false},
+                          {0, "zero=0", false}});
 }
 
 // The closing sample runs on rank 0 alone; under ZeRO-3 every rank first gathers the parameters.
