@@ -64,9 +64,11 @@ std::string MetaJson(const CheckpointMeta& meta) {
   return absl::StrFormat(
       "{\"step\": %d, \"data_cursor\": %d, \"sample_rng\": \"%016x\", \"optimizer_step\": %d, "
       "\"world\": {\"ranks\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, \"shard_group\": "
-      "%d}, \"config\": %s}",
+      "%d}, \"loss_scaler\": {\"scale\": %.17g, \"clean_steps\": %d, \"skipped\": %d}, "
+      "\"config\": %s}",
       meta.step, meta.data_cursor, meta.sample_rng, meta.optimizer_step, meta.ranks, meta.tp,
-      meta.pp, meta.zero, meta.shard_group, meta.config_json);
+      meta.pp, meta.zero, meta.shard_group, meta.loss_scale, meta.loss_scale_clean_steps,
+      meta.loss_scale_skipped, meta.config_json);
 }
 
 absl::StatusOr<CheckpointMeta> ParseMeta(const JsonValue& metadata) {
@@ -93,6 +95,17 @@ absl::StatusOr<CheckpointMeta> ParseMeta(const JsonValue& metadata) {
   meta.pp = static_cast<int>(pp);
   meta.zero = static_cast<int>(zero);
   meta.shard_group = static_cast<int>(shard_group);
+  // Absent from checkpoints of runs that never scaled their loss.
+  if (const JsonValue* scaler = metadata.Find("loss_scaler"); scaler != nullptr) {
+    const JsonValue* scale = scaler->Find("scale");
+    if (scale == nullptr || scale->type != JsonValue::Type::kNumber ||
+        !absl::SimpleAtod(scale->text, &meta.loss_scale) ||
+        !GetInt(*scaler, "clean_steps", &meta.loss_scale_clean_steps) ||
+        !GetInt(*scaler, "skipped", &meta.loss_scale_skipped)) {
+      return absl::DataLossError(
+          "checkpoint metadata: loss_scaler lacks scale, clean_steps or skipped");
+    }
+  }
   return meta;
 }
 

@@ -16,7 +16,7 @@
 //
 // The manifest's metadata: the step, the data cursor, the sampling RNG, the optimizer's step
 // count, the config and the world layout that saved it (ranks, tensor-parallel and pipeline
-// degrees, ZeRO stage, shard group).
+// degrees, ZeRO stage, shard group), and fp16's loss-scaler state.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +45,10 @@ struct CheckpointMeta {
   int pp = 1;
   int zero = 0;
   int shard_group = 0;
+  // fp16's loss scaler (loss_scaler.h); scale 0: none saved.
+  double loss_scale = 0;
+  int64_t loss_scale_clean_steps = 0;
+  int64_t loss_scale_skipped = 0;
 };
 
 // The metadata object of a checkpoint's manifest, and back. Errors name the missing field.

@@ -60,6 +60,12 @@ const std::vector<std::pair<const char*, Member>>& Fields() {
       {"sequence_parallel", &Config::sequence_parallel},
       {"micro_batches", &Config::micro_batches},
       {"recompute", &Config::recompute},
+      {"recompute_layers", &Config::recompute_layers},
+      {"precision", &Config::precision},
+      {"grad_reduce_dtype", &Config::grad_reduce_dtype},
+      {"loss_scale", &Config::loss_scale},
+      {"loss_scale_window", &Config::loss_scale_window},
+      {"inject_overflow_step", &Config::inject_overflow_step},
       {"pp_schedule", &Config::pp_schedule},
       {"pp_chunks", &Config::pp_chunks},
       {"sample_tokens", &Config::sample_tokens},
@@ -109,6 +115,18 @@ ModelShape Config::shape() const {
   s.n_embd = n_embd;
   s.seq_len = seq_len;
   return s;
+}
+
+ActivationOptions Config::activations() const {
+  ActivationOptions a;
+  a.recompute = recompute == "full"        ? Recompute::kFull
+                : recompute == "selective" ? Recompute::kSelective
+                                           : Recompute::kNone;
+  a.recompute_layers = recompute_layers;
+  a.precision = precision == "bf16"   ? Precision::kBFloat16
+                : precision == "fp16" ? Precision::kFloat16
+                                      : Precision::kFloat32;
+  return a;
 }
 
 double Config::scaled_lr() const {
@@ -228,6 +246,20 @@ absl::Status Validate(const Config& c, int world_size) {
   }
   require(c.recompute == "none" || c.recompute == "selective" || c.recompute == "full",
           absl::StrCat("recompute must be none, selective or full (got \"", c.recompute, "\")"));
+  require(c.recompute_layers == -1 || (c.recompute == "full" && c.recompute_layers >= 0),
+          absl::StrCat("recompute_layers=", c.recompute_layers,
+                       " needs recompute=full and a count >= 0 (-1: every block)"));
+  const auto is_dtype = [](const std::string& t) {
+    return t == "fp32" || t == "bf16" || t == "fp16";
+  };
+  require(is_dtype(c.precision),
+          absl::StrCat("precision must be fp32, bf16 or fp16 (got \"", c.precision, "\")"));
+  require(is_dtype(c.grad_reduce_dtype),
+          absl::StrCat("grad_reduce_dtype must be fp32, bf16 or fp16 (got \"", c.grad_reduce_dtype,
+                       "\")"));
+  require(c.loss_scale >= 1 && c.loss_scale_window >= 1,
+          absl::StrCat("loss_scale (", c.loss_scale, ") must be >= 1 and loss_scale_window (",
+                       c.loss_scale_window, ") >= 1"));
   // The pipeline: whole chunks of blocks per stage, whole micro-batches, a schedule that exists.
   require(c.micro_batches >= 1,
           absl::StrCat("micro_batches must be >= 1 (got ", c.micro_batches, ")"));
@@ -248,6 +280,12 @@ absl::Status Validate(const Config& c, int world_size) {
     require(c.zero <= 1, absl::StrCat("zero=", c.zero,
                                       " with pp > 1: pipeline parallelism composes with zero=0 "
                                       "or 1 (each micro-batch's backward would reduce again)"));
+  }
+  if (c.pp >= 1 && c.pp_chunks >= 1 && c.recompute_layers > 0) {
+    const int per_chunk = c.n_layer / (c.pp * c.pp_chunks);
+    require(c.recompute_layers <= per_chunk,
+            absl::StrCat("recompute_layers (", c.recompute_layers, ") exceeds the ", per_chunk,
+                         " blocks of each chunk"));
   }
   require((c.pp_schedule == "interleaved") == (c.pp_chunks > 1),
           absl::StrCat("pp_chunks=", c.pp_chunks, " with pp_schedule=", c.pp_schedule,

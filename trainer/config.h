@@ -78,12 +78,27 @@ struct Config {
   int micro_batches = 1;
   // Activation recomputation: "none", "selective" (the attention core) or "full" (whole blocks).
   std::string recompute = "none";
+  int recompute_layers = -1;  // recompute=full: only the first K blocks of each chunk (-1: all)
+  // Mixed precision (model.h's ActivationOptions): "fp32", "bf16" or "fp16", with fp32 master
+  // weights and moments; the data-parallel gradient reduction in "fp32", "bf16" or "fp16".
+  std::string precision = "fp32";
+  std::string grad_reduce_dtype = "fp32";
+  // fp16's dynamic loss scaling (loss_scaler.h): the first scale, and the clean steps after which
+  // it doubles.
+  double loss_scale = 65536;
+  int loss_scale_window = 1000;
+  // Testing: at this step (from 0), rank 0's gradient gets an infinity before the overflow check
+  // (-1: never).
+  int inject_overflow_step = -1;
   std::string pp_schedule = "1f1b";
   int pp_chunks = 1;
   int sample_tokens = 200;  // generated at the end (0: none)
   std::string sample_prompt = "The ";
 
   ModelShape shape() const;
+  // What the model keeps of its activations and in which precision (recompute, recompute_layers,
+  // precision).
+  ActivationOptions activations() const;
   // The data-parallel degree on `world_size` ranks.
   int data_parallel(int world_size) const { return dp > 0 ? dp : world_size / (tp * pp); }
   // Sequences per data-parallel rank and accumulation step (split into micro_batches under pp).

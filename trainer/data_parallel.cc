@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "checkpoint.h"
+#include "weft/kernels/precision.h"
 #include "weft/shard/shard_layout.h"
 
 namespace weft::trainer {
@@ -244,7 +245,15 @@ double DataParallel::CountedSquares(const std::pair<shard::Range, float*>& span)
   return squares;
 }
 
-absl::Status DataParallel::Update(double lr, double* grad_norm, absl::Duration* comm_wait) {
+bool DataParallel::GradientsFinite() {
+  for (const auto& [range, data] : GradientSpans()) {
+    if (!AllFinite(data, range.length)) return false;
+  }
+  return true;
+}
+
+absl::Status DataParallel::Update(double lr, double* grad_norm, absl::Duration* comm_wait,
+                                  float unscale) {
   const std::vector<std::pair<shard::Range, float*>> spans = GradientSpans();
   const absl::Time start = absl::Now();
   if (absl::Status s = SumPartialGradients(spans); !s.ok()) return s;
@@ -265,11 +274,19 @@ absl::Status DataParallel::Update(double lr, double* grad_norm, absl::Duration* 
     if (!s.ok()) return s;
   }
   *comm_wait += absl::Now() - start;
-  *grad_norm = std::sqrt(squares);
+  *grad_norm = std::sqrt(squares) * unscale;
   std::vector<float*> params;
   std::vector<const float*> grads;
+  const double clip = config_.grad_clip;
+  const float factor =
+      unscale *
+      (clip > 0 && *grad_norm > clip ? static_cast<float>(clip / (*grad_norm + 1e-6)) : 1);
   for (const auto& [range, data] : spans) {
-    ClipToNorm(data, range.length, *grad_norm, config_.grad_clip);
+    if (unscale == 1) {
+      ClipToNorm(data, range.length, *grad_norm, clip);
+    } else {
+      Scale(data, range.length, factor);
+    }
     grads.push_back(data);
   }
   if (zero_ == nullptr) {
@@ -413,6 +430,7 @@ DataParallel::MemoryFigures DataParallel::Memory() const {
   m.optimizer = 2 * adam_->owned_size() * sizeof(float);
   if (zero_ == nullptr) {
     m.params = m.grads = flat;
+    m.working = model_->working_param_bytes();
     if (reducer_ != nullptr) {
       for (int b = 0; b < reducer_->plan().num_buckets(); ++b) {
         const shard::Bucket& bucket = reducer_->plan().bucket(b);
@@ -425,6 +443,7 @@ DataParallel::MemoryFigures DataParallel::Memory() const {
   m.params = zero_->stage() <= 2 ? flat : shard;  // full parameters, or their slices
   m.grads = zero_->stage() == 1 ? flat : shard;   // full gradients, or their slices
   m.gathered = zero_->peak_gathered_bytes();
+  m.working = model_->working_param_bytes();
   m.buckets = zero_->peak_gradient_bytes();
   return m;
 }
@@ -436,7 +455,7 @@ size_t DataParallel::state_bytes() const {
 
 size_t DataParallel::buffer_bytes() const {
   const MemoryFigures m = Memory();
-  return m.gathered + m.buckets;
+  return m.gathered + m.buckets + m.working;
 }
 
 std::string DataParallel::MemoryReport() const {

@@ -81,8 +81,11 @@ class DataParallel : public UnitHooks {
   // Waits for the pass's gradient communication; adds the time blocked to *comm_wait.
   absl::Status FinishBackward(absl::Duration* comm_wait);
   // Clips to config.grad_clip and applies AdamW with `lr`; *grad_norm is the norm before
-  // clipping.
-  absl::Status Update(double lr, double* grad_norm, absl::Duration* comm_wait);
+  // clipping. `unscale` (fp16: 1 / the loss scale) multiplies the gradients first, fused with the
+  // clipping's scaling.
+  absl::Status Update(double lr, double* grad_norm, absl::Duration* comm_wait, float unscale = 1);
+  // No infinity or NaN in the gradients this rank updates (after FinishBackward).
+  bool GradientsFinite();
   // The first error of the unit hooks since the last call (a forward-only pass checks it).
   absl::Status TakeError();
   // Collective: the full parameters resident on every rank from now on, for a forward pass on
@@ -122,6 +125,7 @@ class DataParallel : public UnitHooks {
   struct MemoryFigures {
     size_t params = 0, grads = 0, optimizer = 0;
     size_t gathered = 0;  // zero = 3: gathered units alive at once
+    size_t working = 0;   // mixed precision: the model's rounded working copies
     size_t buckets = 0;   // staged all-reduce buckets, or full unit gradients under zero >= 2
   };
   MemoryFigures Memory() const;

@@ -114,11 +114,11 @@ ParamLayout Gpt::WholeLayout(const ModelShape& shape) {
 }
 
 Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParallel* tp,
-         StagePart part, Recompute recompute)
+         StagePart part, ActivationOptions activations)
     : shape_(shape),
       max_batch_(max_batch),
       part_(std::move(part)),
-      recompute_(recompute),
+      options_(activations),
       tp_(tp != nullptr ? tp : &solo_) {
   const int t = tp_->size(), r = tp_->rank();
   const int C = shape.n_embd;
@@ -144,9 +144,19 @@ Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParal
   params_ = shard::FlatBuffer(layout_.total());
   grads_ = shard::FlatBuffer(layout_.total());
   ResetUnitStorage();
+  if (mixed()) {
+    for (size_t u = 0; u < layout_.units().size(); ++u) {
+      const int unit = static_cast<int>(u);
+      std::vector<float>& work = unit == embedding_unit_ ? work_embedding_
+                                 : unit == head_unit_    ? work_head_
+                                                         : work_block_;
+      work.resize(std::max(work.size(), layout_.units()[u].size));
+    }
+  }
 
   const size_t BT = static_cast<size_t>(max_batch) * shape.seq_len;
   const size_t held = BT / row_multiple();
+  bool needs_scratch = false;
   for (size_t c = 0; c < chunks_.size(); ++c) {
     Chunk& chunk = chunks_[c];
     chunk.slots.resize(c < part_.slots.size() ? part_.slots[c] : 1);
@@ -155,7 +165,16 @@ Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParal
       slot.targets.resize(BT);
       slot.input.resize(held * C);
       slot.blocks.resize(chunk.end_block - chunk.first_block);
-      for (BlockActivations& a : slot.blocks) AllocateBlock(a, false);
+      for (size_t i = 0; i < slot.blocks.size(); ++i) {
+        BlockActivations& a = slot.blocks[i];
+        a.mode = options_.recompute;
+        const int k = options_.recompute_layers;
+        if (a.mode == Recompute::kFull && k >= 0 && static_cast<int>(i) >= k) {
+          a.mode = Recompute::kNone;
+        }
+        AllocateBlock(a, false);
+        needs_scratch |= a.mode != Recompute::kNone || mixed();
+      }
       if (chunk.head) {
         slot.lnf.resize(held * C);
         slot.lnf_mean.resize(held);
@@ -165,8 +184,9 @@ Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParal
       }
     }
     chunk.dres.resize(held * C);
+    if (mixed()) chunk.x.resize(held * C);
   }
-  if (recompute_ != Recompute::kNone) AllocateBlock(recomputed_, true);
+  if (needs_scratch) AllocateBlock(scratch_, true);
   ce_maxes_.resize(BT);
   ce_sums_.resize(2 * BT);
   dC_.resize(BT * C);
@@ -180,65 +200,140 @@ Gpt::Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum, TensorParal
   }
 }
 
+std::vector<Gpt::Field> Gpt::Kept(Recompute mode, bool stats) {
+  using A = BlockActivations;
+  if (stats) {
+    if (mode == Recompute::kFull) return {};
+    return {&A::ln1_mean, &A::ln1_rstd, &A::ln2_mean, &A::ln2_rstd};
+  }
+  switch (mode) {
+    case Recompute::kFull:
+      return {&A::out};
+    case Recompute::kSelective:  // not the attention core: its probabilities and output
+      return {&A::ln1, &A::qkv, &A::res2, &A::ln2, &A::fch, &A::fch_gelu, &A::out};
+    case Recompute::kNone:
+      break;
+  }
+  return {&A::ln1, &A::qkv, &A::att, &A::atty, &A::res2, &A::ln2, &A::fch, &A::fch_gelu, &A::out};
+}
+
+size_t Gpt::FieldSize(Field field, size_t B, size_t T) const {
+  using A = BlockActivations;
+  const size_t N = B * T, held = N / row_multiple();
+  if (field == &A::ln1_mean || field == &A::ln1_rstd || field == &A::ln2_mean ||
+      field == &A::ln2_rstd) {
+    return held;
+  }
+  if (field == &A::qkv) return N * 3 * Ca_;
+  if (field == &A::att) return B * NHa_ * T * T;
+  if (field == &A::atty) return N * Ca_;
+  if (field == &A::fch || field == &A::fch_gelu) return N * H_;
+  return held * C_;  // ln1, res2, ln2, out: this rank's rows
+}
+
 void Gpt::AllocateBlock(BlockActivations& a, bool scratch) {
-  const size_t BT = static_cast<size_t>(max_batch_) * shape_.seq_len;
-  const size_t held = BT / row_multiple();
-  const size_t C = C_;
-  const bool full = recompute_ == Recompute::kNone || scratch;
-  const bool most = full || recompute_ == Recompute::kSelective;
-  if (most) {
-    a.ln1.resize(held * C);
-    a.ln1_mean.resize(held);
-    a.ln1_rstd.resize(held);
-    a.qkv.resize(BT * 3 * Ca_);
-    a.res2.resize(held * C);
-    a.ln2.resize(held * C);
-    a.ln2_mean.resize(held);
-    a.ln2_rstd.resize(held);
-    a.fch.resize(BT * H_);
-    a.fch_gelu.resize(BT * H_);
+  const size_t B = max_batch_, T = shape_.seq_len;
+  if (scratch) {
+    for (bool stats : {false, true}) {
+      for (Field f : Kept(Recompute::kNone, stats)) (a.*f).resize(FieldSize(f, B, T));
+    }
+    return;
   }
-  if (full) {
-    a.att.resize(static_cast<size_t>(max_batch_) * NHa_ * shape_.seq_len * shape_.seq_len);
-    a.atty.resize(BT * Ca_);
+  for (Field f : Kept(a.mode, true)) (a.*f).resize(FieldSize(f, B, T));
+  size_t packed = 0;
+  for (Field f : Kept(a.mode, false)) {
+    if (mixed()) {
+      packed += FieldSize(f, B, T);
+    } else {
+      (a.*f).resize(FieldSize(f, B, T));
+    }
   }
-  if (!scratch) a.out.resize(held * C);
+  a.packed.resize(packed);
 }
 
-void Gpt::SwapRecomputed(BlockActivations& a) {
-  if (recompute_ == Recompute::kNone) return;
-  BlockActivations& r = recomputed_;
-  std::swap(a.att, r.att);
-  std::swap(a.atty, r.atty);
-  if (recompute_ == Recompute::kSelective) return;
-  for (auto field :
-       {&BlockActivations::ln1, &BlockActivations::ln1_mean, &BlockActivations::ln1_rstd,
-        &BlockActivations::qkv, &BlockActivations::res2, &BlockActivations::ln2,
-        &BlockActivations::ln2_mean, &BlockActivations::ln2_rstd, &BlockActivations::fch,
-        &BlockActivations::fch_gelu}) {
-    std::swap(a.*field, r.*field);
+Gpt::BlockActivations& Gpt::OpenBlock(BlockActivations& a, int B, int T, bool unpack) {
+  BlockActivations& r = scratch_;
+  if (!mixed()) {
+    if (a.mode == Recompute::kNone) return a;
+    const std::vector<Field> kept = Kept(a.mode, false), stats = Kept(a.mode, true);
+    for (bool s : {false, true}) {
+      for (Field f : Kept(Recompute::kNone, s)) {
+        const std::vector<Field>& mine = s ? stats : kept;
+        if (std::find(mine.begin(), mine.end(), f) == mine.end()) std::swap(a.*f, r.*f);
+      }
+    }
+    return a;
   }
+  for (Field f : Kept(a.mode, true)) std::swap(a.*f, r.*f);
+  if (unpack) {
+    const uint16_t* from = a.packed.data();
+    for (Field f : Kept(a.mode, false)) {
+      const size_t n = FieldSize(f, B, T);
+      Widen(options_.precision, from, (r.*f).data(), n);
+      from += n;
+    }
+  }
+  return r;
 }
 
-size_t Gpt::ChunkActivationBytes(int chunk, int B, int T) const {
-  const Chunk& c = chunks_[chunk];
-  const size_t N = static_cast<size_t>(B) * T, held = HeldRows(B * T), C = C_;
-  const size_t core = static_cast<size_t>(B) * NHa_ * T * T + N * Ca_;  // attention's
-  const size_t block = recompute_ == Recompute::kFull
-                           ? held * C
-                           : held * C * 4 + held * 4 + N * 3 * Ca_ + 2 * N * H_ +
-                                 (recompute_ == Recompute::kSelective ? 0 : core);
-  size_t floats = held * C + block * (c.end_block - c.first_block);  // the input, the blocks
-  if (c.head) floats += held * C + 2 * held + 2 * N * Vs_;           // lnf, logits, probs
-  return sizeof(float) * floats;
+void Gpt::CloseBlock(BlockActivations& a, int B, int T, bool pack) {
+  if (!mixed()) {
+    OpenBlock(a, B, T, false);  // the same exchanges again
+    return;
+  }
+  BlockActivations& r = scratch_;
+  if (pack) {
+    uint16_t* to = a.packed.data();
+    for (Field f : Kept(a.mode, false)) {
+      const size_t n = FieldSize(f, B, T);
+      Narrow(options_.precision, (r.*f).data(), to, n);
+      to += n;
+    }
+  }
+  for (Field f : Kept(a.mode, true)) std::swap(a.*f, r.*f);
 }
 
-size_t Gpt::activation_capacity_bytes(int B, int T) const {
+const float* Gpt::BlockOutput(Chunk& chunk, Slot& s, int i) {
+  const BlockActivations& a = s.blocks[i];
+  if (!mixed()) return a.out.data();
+  // `out` is the last kept tensor.
+  const size_t n = FieldSize(&BlockActivations::out, s.B, s.T);
+  size_t at = 0;
+  for (Field f : Kept(a.mode, false)) at += FieldSize(f, s.B, s.T);
+  Widen(options_.precision, a.packed.data() + at - n, chunk.x.data(), n);
+  return chunk.x.data();
+}
+
+size_t Gpt::kept_activation_bytes() const {
   size_t bytes = 0;
-  for (size_t c = 0; c < chunks_.size(); ++c) {
-    bytes += chunks_[c].slots.size() * ChunkActivationBytes(static_cast<int>(c), B, T);
+  const auto floats = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
+  for (const Chunk& chunk : chunks_) {
+    for (const Slot& s : chunk.slots) {
+      bytes += floats(s.input) + floats(s.lnf) + floats(s.lnf_mean) + floats(s.lnf_rstd) +
+               floats(s.logits) + floats(s.probs);
+      for (const BlockActivations& a : s.blocks) {
+        for (bool stats : {false, true}) {
+          for (Field f : Kept(Recompute::kNone, stats)) bytes += floats(a.*f);
+        }
+        bytes += a.packed.size() * sizeof(uint16_t);
+      }
+    }
   }
   return bytes;
+}
+
+size_t Gpt::working_param_bytes() const {
+  return (work_embedding_.size() + work_head_.size() + work_block_.size()) * sizeof(float);
+}
+
+void Gpt::RoundUnit(int unit) {
+  std::vector<float>& work = unit == embedding_unit_ ? work_embedding_
+                             : unit == head_unit_    ? work_head_
+                                                     : work_block_;
+  const size_t n = layout_.units()[unit].size;
+  std::copy(unit_params_[unit], unit_params_[unit] + n, work.begin());
+  RoundTo(options_.precision, work.data(), n);
+  unit_read_[unit] = work.data();
 }
 
 void Gpt::InitParams(uint64_t seed) {
@@ -272,6 +367,7 @@ void Gpt::SetUnitStorage(int unit, float* params, float* grads) {
 void Gpt::ResetUnitStorage() {
   unit_params_.clear();
   unit_grads_.clear();
+  unit_read_.assign(layout_.units().size(), nullptr);
   for (const UnitView& u : layout_.units()) {
     unit_params_.push_back(params_.data() + u.offset);
     unit_grads_.push_back(grads_.data() + u.offset);
@@ -319,20 +415,33 @@ void Gpt::BlockForward(int l, BlockActivations& a, const float* x, int B, int T)
   const int held = HeldRows(N);
   // Attention: res2 = x + proj(attn(qkv(ln1(x)))); QKV column-parallel (this rank's heads),
   // proj row-parallel.
-  ops::LayerNormForward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, param(w.ln1_w),
-                        param(w.ln1_b), held, C);
+  ops::LayerNormForward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, weight(w.ln1_w),
+                        weight(w.ln1_b), held, C);
+  Round(a.ln1.data(), static_cast<size_t>(held) * C);
   const float* ln1 = GatherRows(a.ln1.data(), rows_in_.data(), N, C);
-  ops::MatmulForward(a.qkv.data(), ln1, param(w.qkv_w), param(w.qkv_b), nullptr, N, C, 3 * Ca_);
-  ops::AttentionForward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, Ca_, NHa_);
-  RowParallelForward(a.res2.data(), a.atty.data(), param(w.proj_w), param(w.proj_b), x, N, Ca_);
+  ops::MatmulForward(a.qkv.data(), ln1, weight(w.qkv_w), weight(w.qkv_b), nullptr, N, C, 3 * Ca_);
+  Round(a.qkv.data(), static_cast<size_t>(N) * 3 * Ca_);
+  AttentionCore(a, B, T);
+  RowParallelForward(a.res2.data(), a.atty.data(), weight(w.proj_w), weight(w.proj_b), x, N, Ca_);
+  Round(a.res2.data(), static_cast<size_t>(held) * C);
   // MLP: out = res2 + proj(gelu(fc(ln2(res2)))); fc column-parallel, proj row-parallel.
   ops::LayerNormForward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(),
-                        param(w.ln2_w), param(w.ln2_b), held, C);
+                        weight(w.ln2_w), weight(w.ln2_b), held, C);
+  Round(a.ln2.data(), static_cast<size_t>(held) * C);
   const float* ln2 = GatherRows(a.ln2.data(), rows_in_.data(), N, C);
-  ops::MatmulForward(a.fch.data(), ln2, param(w.fc_w), param(w.fc_b), nullptr, N, C, H_);
+  ops::MatmulForward(a.fch.data(), ln2, weight(w.fc_w), weight(w.fc_b), nullptr, N, C, H_);
+  Round(a.fch.data(), static_cast<size_t>(N) * H_);
   ops::GeluForward(a.fch_gelu.data(), a.fch.data(), N * H_);
-  RowParallelForward(a.out.data(), a.fch_gelu.data(), param(w.fcproj_w), param(w.fcproj_b),
+  Round(a.fch_gelu.data(), static_cast<size_t>(N) * H_);
+  RowParallelForward(a.out.data(), a.fch_gelu.data(), weight(w.fcproj_w), weight(w.fcproj_b),
                      a.res2.data(), N, H_);
+  Round(a.out.data(), static_cast<size_t>(held) * C);
+}
+
+void Gpt::AttentionCore(BlockActivations& a, int B, int T) {
+  ops::AttentionForward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, Ca_, NHa_);
+  Round(a.att.data(), static_cast<size_t>(B) * NHa_ * T * T);
+  Round(a.atty.data(), static_cast<size_t>(B) * T * Ca_);
 }
 
 void Gpt::BlockBackward(int l, BlockActivations& a, const float* x, float* dres, int B, int T,
@@ -344,26 +453,34 @@ void Gpt::BlockBackward(int l, BlockActivations& a, const float* x, float* dres,
   // MLP: out = res2 + proj(gelu(fc(ln2(res2)))); dres flows to res2 unchanged plus the branch.
   const float* dout = GatherRows(dres, rows_out_.data(), N, C);
   ops::MatmulBackward(d4C_.data(), grad(w.fcproj_w), grad(w.fcproj_b), dout, a.fch_gelu.data(),
-                      param(w.fcproj_w), N, H_, C);
+                      weight(w.fcproj_w), N, H_, C);
+  Round(d4C_.data(), static_cast<size_t>(N) * H_);
   ops::GeluBackward(d4C_.data(), a.fch.data(), d4C_.data(), N * H_);
+  Round(d4C_.data(), static_cast<size_t>(N) * H_);
   const float* ln2 = GatherRows(a.ln2.data(), rows_in_.data(), N, C);  // again: not kept
-  ops::MatmulBackward(dC_.data(), grad(w.fc_w), grad(w.fc_b), d4C_.data(), ln2, param(w.fc_w), N, C,
-                      H_);
-  const float* dln2 = SumRows(dC_.data(), dCrows_.data(), N, C);  // f
-  ops::LayerNormBackward(dres, grad(w.ln2_w), grad(w.ln2_b), dln2, a.res2.data(), param(w.ln2_w),
+  ops::MatmulBackward(dC_.data(), grad(w.fc_w), grad(w.fc_b), d4C_.data(), ln2, weight(w.fc_w), N,
+                      C, H_);
+  float* dln2 = SumRows(dC_.data(), dCrows_.data(), N, C);  // f
+  Round(dln2, static_cast<size_t>(held) * C);
+  ops::LayerNormBackward(dres, grad(w.ln2_w), grad(w.ln2_b), dln2, a.res2.data(), weight(w.ln2_w),
                          a.ln2_mean.data(), a.ln2_rstd.data(), held, C);
+  Round(dres, static_cast<size_t>(held) * C);
   // Attention: res2 = x + proj(attn(qkv(ln1(x)))).
   dout = GatherRows(dres, rows_out_.data(), N, C);
   ops::MatmulBackward(dC_.data(), grad(w.proj_w), grad(w.proj_b), dout, a.atty.data(),
-                      param(w.proj_w), N, Ca_, C);
+                      weight(w.proj_w), N, Ca_, C);
+  Round(dC_.data(), static_cast<size_t>(N) * Ca_);
   ops::AttentionBackward(d3C_.data(), datt_.data(), dC_.data(), a.qkv.data(), a.att.data(), B, T,
                          Ca_, NHa_);
+  Round(d3C_.data(), static_cast<size_t>(N) * 3 * Ca_);
   const float* ln1 = GatherRows(a.ln1.data(), rows_in_.data(), N, C);
-  ops::MatmulBackward(dC_.data(), grad(w.qkv_w), grad(w.qkv_b), d3C_.data(), ln1, param(w.qkv_w), N,
-                      C, 3 * Ca_);
-  const float* dln1 = SumRows(dC_.data(), dCrows_.data(), N, C);  // f
-  ops::LayerNormBackward(dres, grad(w.ln1_w), grad(w.ln1_b), dln1, x, param(w.ln1_w),
+  ops::MatmulBackward(dC_.data(), grad(w.qkv_w), grad(w.qkv_b), d3C_.data(), ln1, weight(w.qkv_w),
+                      N, C, 3 * Ca_);
+  float* dln1 = SumRows(dC_.data(), dCrows_.data(), N, C);  // f
+  Round(dln1, static_cast<size_t>(held) * C);
+  ops::LayerNormBackward(dres, grad(w.ln1_w), grad(w.ln1_b), dln1, x, weight(w.ln1_w),
                          a.ln1_mean.data(), a.ln1_rstd.data(), held, C);
+  Round(dres, static_cast<size_t>(held) * C);
   for (int t : {w.fcproj_b, w.fcproj_w, w.fc_b, w.fc_w, w.ln2_b, w.ln2_w, w.proj_b, w.proj_w,
                 w.qkv_b, w.qkv_w, w.ln1_b, w.ln1_w}) {
     on_ready(t);
@@ -400,13 +517,14 @@ double Gpt::ChunkForward(int chunk, int slot, const uint8_t* tokens, const uint8
     std::copy(tokens, tokens + N, s.tokens.begin());
     Before(embedding_unit_, Pass::kForward);
     if (tp_->sequence_parallel()) {
-      ops::EmbeddingForward(rows_out_.data(), tokens, param(wte_), v0_, Vs_, N, C);
+      ops::EmbeddingForward(rows_out_.data(), tokens, weight(wte_), v0_, Vs_, N, C);
       tp_->ReduceScatterToSequence(rows_out_.data(), s.input.data(), N, C);
     } else {
-      ops::EmbeddingForward(s.input.data(), tokens, param(wte_), v0_, Vs_, N, C);
+      ops::EmbeddingForward(s.input.data(), tokens, weight(wte_), v0_, Vs_, N, C);
       tp_->ReduceFromRegion(s.input.data(), static_cast<size_t>(N) * C);
     }
-    ops::PositionForward(s.input.data(), param(wpe_), FirstRow(N), held, T, C);
+    ops::PositionForward(s.input.data(), weight(wpe_), FirstRow(N), held, T, C);
+    Round(s.input.data(), static_cast<size_t>(held) * C);
     After(embedding_unit_, Pass::kForward);
   } else {
     std::copy(input, input + static_cast<size_t>(held) * C, s.input.begin());
@@ -415,31 +533,37 @@ double Gpt::ChunkForward(int chunk, int slot, const uint8_t* tokens, const uint8
   for (int l = ch.first_block; l < ch.end_block; ++l) {
     BlockActivations& a = s.blocks[l - ch.first_block];
     Before(BlockUnit(l), Pass::kForward);
-    SwapRecomputed(a);
-    BlockForward(l, a, x, B, T);
-    SwapRecomputed(a);
+    BlockActivations& w = OpenBlock(a, B, T, /*unpack=*/false);
+    BlockForward(l, w, x, B, T);
+    if (mixed()) {
+      std::copy(w.out.begin(), w.out.begin() + static_cast<size_t>(held) * C, ch.x.begin());
+    }
+    CloseBlock(a, B, T, /*pack=*/true);
     After(BlockUnit(l), Pass::kForward);
-    x = a.out.data();
+    x = mixed() ? ch.x.data() : a.out.data();
   }
   if (!ch.head) return 0.0;
   Before(lnf_unit_, Pass::kForward);
-  ops::LayerNormForward(s.lnf.data(), s.lnf_mean.data(), s.lnf_rstd.data(), x, param(lnf_w_),
-                        param(lnf_b_), held, C);
+  ops::LayerNormForward(s.lnf.data(), s.lnf_mean.data(), s.lnf_rstd.data(), x, weight(lnf_w_),
+                        weight(lnf_b_), held, C);
+  Round(s.lnf.data(), static_cast<size_t>(held) * C);
   After(lnf_unit_, Pass::kForward);
   // The tied head, column-parallel over the vocabulary: this rank's slice of the logits.
   Before(head_unit_, Pass::kForward);
   const float* lnf = GatherRows(s.lnf.data(), rows_in_.data(), N, C);
-  ops::MatmulForward(s.logits.data(), lnf, param(head_wte_), nullptr, nullptr, N, C, Vs_);
+  ops::MatmulForward(s.logits.data(), lnf, weight(head_wte_), nullptr, nullptr, N, C, Vs_);
+  Round(s.logits.data(), static_cast<size_t>(N) * Vs_);
   After(head_unit_, Pass::kForward);
   if (targets == nullptr) return 0.0;
   std::copy(targets, targets + N, s.targets.begin());
   return CrossEntropy(s, targets, N);
 }
 
-const float* Gpt::ChunkOutput(int chunk, int slot) const {
-  const Chunk& ch = chunks_[chunk];
-  const Slot& s = ch.slots[slot];
-  return s.blocks.empty() ? s.input.data() : s.blocks.back().out.data();
+const float* Gpt::ChunkOutput(int chunk, int slot) {
+  Chunk& ch = chunks_[chunk];
+  Slot& s = ch.slots[slot];
+  return s.blocks.empty() ? s.input.data()
+                          : BlockOutput(ch, s, static_cast<int>(s.blocks.size()) - 1);
 }
 
 void Gpt::GatherLogits(int slot, int row, float* out) {
@@ -460,20 +584,25 @@ void Gpt::ChunkBackward(int chunk, int slot, const float* dout, float loss_scale
   using Pass = UnitHooks::Pass;
   if (ch.head) {
     // The loss and the tied head; probs becomes dlogits in place.
-    const float* last = s.blocks.empty() ? s.input.data() : s.blocks.back().out.data();
+    const float* last = s.blocks.empty()
+                            ? s.input.data()
+                            : BlockOutput(ch, s, static_cast<int>(s.blocks.size()) - 1);
     ops::SoftmaxCrossEntropyBackward(s.probs.data(), s.probs.data(), s.targets.data(), v0_,
                                      loss_scale, N, Vs_);
+    Round(s.probs.data(), static_cast<size_t>(N) * Vs_);
     Before(head_unit_, Pass::kBackward);
     const float* lnf = GatherRows(s.lnf.data(), rows_in_.data(), N, C);
-    ops::MatmulBackward(dC_.data(), grad(head_wte_), nullptr, s.probs.data(), lnf, param(head_wte_),
-                        N, C, Vs_);
+    ops::MatmulBackward(dC_.data(), grad(head_wte_), nullptr, s.probs.data(), lnf,
+                        weight(head_wte_), N, C, Vs_);
     After(head_unit_, Pass::kBackward);
     if (head_wte_ != wte_) on_ready(head_wte_);
-    const float* dlnf = SumRows(dC_.data(), dCrows_.data(), N, C);  // f
+    float* dlnf = SumRows(dC_.data(), dCrows_.data(), N, C);  // f
+    Round(dlnf, static_cast<size_t>(held) * C);
     std::fill(dres, dres + static_cast<size_t>(held) * C, 0.0f);
     Before(lnf_unit_, Pass::kBackward);
-    ops::LayerNormBackward(dres, grad(lnf_w_), grad(lnf_b_), dlnf, last, param(lnf_w_),
+    ops::LayerNormBackward(dres, grad(lnf_w_), grad(lnf_b_), dlnf, last, weight(lnf_w_),
                            s.lnf_mean.data(), s.lnf_rstd.data(), held, C);
+    Round(dres, static_cast<size_t>(held) * C);
     on_ready(lnf_b_);
     on_ready(lnf_w_);
     After(lnf_unit_, Pass::kBackward);
@@ -482,16 +611,14 @@ void Gpt::ChunkBackward(int chunk, int slot, const float* dout, float loss_scale
   }
   for (int l = ch.end_block - 1; l >= ch.first_block; --l) {
     const int i = l - ch.first_block;
-    const float* x = i > 0 ? s.blocks[i - 1].out.data() : s.input.data();
+    const float* x = i > 0 ? BlockOutput(ch, s, i - 1) : s.input.data();
     BlockActivations& a = s.blocks[i];
     Before(BlockUnit(l), Pass::kBackward);
-    SwapRecomputed(a);
-    if (recompute_ == Recompute::kFull) BlockForward(l, a, x, B, T);
-    if (recompute_ == Recompute::kSelective) {
-      ops::AttentionForward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, Ca_, NHa_);
-    }
-    BlockBackward(l, a, x, dres, B, T, on_ready);
-    SwapRecomputed(a);
+    BlockActivations& w = OpenBlock(a, B, T, /*unpack=*/true);
+    if (a.mode == Recompute::kFull) BlockForward(l, w, x, B, T);
+    if (a.mode == Recompute::kSelective) AttentionCore(w, B, T);
+    BlockBackward(l, w, x, dres, B, T, on_ready);
+    CloseBlock(a, B, T, /*pack=*/false);
     After(BlockUnit(l), Pass::kBackward);
   }
   if (!ch.embedding) return;

@@ -39,6 +39,7 @@
 
 #include "param_layout.h"
 #include "tensor_parallel.h"
+#include "weft/kernels/precision.h"
 #include "weft/shard/flat_buffer.h"
 
 namespace weft::trainer {
@@ -66,6 +67,21 @@ struct StagePart {
 // the same inputs, so losses and gradients are bit-identical to kNone.
 enum class Recompute { kNone, kSelective, kFull };
 
+// What a rank keeps of its activations, and in which format.
+struct ActivationOptions {
+  Recompute recompute = Recompute::kNone;
+  // Under kFull: only the first `recompute_layers` blocks of each chunk recompute, the others keep
+  // everything (Megatron's "block" method); -1: every block.
+  int recompute_layers = -1;
+  // Mixed precision (kBFloat16, kFloat16): the model computes in fp32 (GEMMs accumulate in fp32),
+  // but every activation and activation gradient is rounded to the 16-bit format where an op
+  // writes it, the parameters it reads are the fp32 master values rounded to it (a unit at a
+  // time, just before its use, as FSDP casts a gathered unit), and what blocks keep for backward
+  // is stored in 16 bits. LayerNorm statistics, the softmax of the loss and the parameters'
+  // gradients stay fp32.
+  Precision precision = Precision::kFloat32;
+};
+
 // What a sharding driver needs to know of the passes: the model reads unit u's parameters (when
 // `reads_params`) and writes its gradients only between Before(u) and After(u), so Before may
 // point the unit at other storage (Gpt::SetUnitStorage). Units are the layout's: for the whole
@@ -88,7 +104,7 @@ class Gpt {
   // max_batch · seq_len.
   // `part`: the chunks this rank runs (n_layer divisible by stages · chunks).
   Gpt(const ModelShape& shape, int max_batch, size_t pad_quantum = 1, TensorParallel* tp = nullptr,
-      StagePart part = {}, Recompute recompute = Recompute::kNone);
+      StagePart part = {}, ActivationOptions activations = {});
 
   const ModelShape& shape() const { return shape_; }
   TensorParallel& tensor_parallel() { return *tp_; }
@@ -102,6 +118,7 @@ class Gpt {
   const float* params() const { return params_.data(); }
   float* grads() { return grads_.data(); }
   // Tensor `tensor`'s parameters and gradient where its unit's storage is now.
+  // (Under mixed precision, the model's passes read the unit's rounded working copy instead.)
   float* param(int tensor) { return unit_params_[layout_.tensor(tensor).unit] + within(tensor); }
   float* grad(int tensor) { return unit_grads_[layout_.tensor(tensor).unit] + within(tensor); }
   // The flat buffers themselves, for a driver that manages what of them is resident.
@@ -150,8 +167,8 @@ class Gpt {
   double ChunkForward(int chunk, int slot, const uint8_t* tokens, const uint8_t* targets,
                       const float* input, int B, int T);
   // The output of the last ChunkForward into `slot` of a chunk without the head (this rank's
-  // rows × n_embd), until that slot's next ChunkForward.
-  const float* ChunkOutput(int chunk, int slot) const;
+  // rows × n_embd), until the chunk's next pass or ChunkOutput.
+  const float* ChunkOutput(int chunk, int slot);
   // Adds d(loss_scale · summed loss)/dθ of the micro-batch in `slot` (forwarded with targets) to
   // the gradients: the head chunk from its loss, the others from `dout` (the output's gradient,
   // this rank's rows), calling on_ready(tensor) for each tensor once its gradient for this pass is
@@ -164,19 +181,29 @@ class Gpt {
   // The whole vocabulary's logits of row `row` of the head chunk's last forward in `slot`, into
   // out[vocab] (collective over the tensor-parallel group).
   void GatherLogits(int slot, int row, float* out);
-  // Bytes of the activations one micro-batch of B sequences of T tokens keeps for backward in
-  // chunk `chunk`, and in every slot of every chunk at once.
-  size_t ChunkActivationBytes(int chunk, int B, int T) const;
-  size_t activation_capacity_bytes(int B, int T) const;
+  // Bytes of the buffers that hold activations from a forward to its backward, summed over every
+  // slot of every chunk (each sized for max_batch sequences): what this rank keeps at the peak.
+  size_t kept_activation_bytes() const;
+  // Bytes of the rounded working copies of parameters under mixed precision (0 in fp32).
+  size_t working_param_bytes() const;
+  Precision precision() const { return options_.precision; }
 
  private:
   struct BlockTensors {
     int ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fcproj_w, fcproj_b;
   };
   struct BlockActivations {
+    Recompute mode = Recompute::kNone;  // what this block recomputes in backward
     std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch,
         fch_gelu, out;
+    std::vector<uint16_t> packed;  // 16-bit precision: the kept tensors, back to back
   };
+  using Field = std::vector<float> BlockActivations::*;
+  // The tensors a block in `mode` keeps from forward to backward (16-bit under mixed precision),
+  // or (`stats`) the LayerNorm statistics it keeps (always fp32).
+  static std::vector<Field> Kept(Recompute mode, bool stats);
+  // Elements of `field` for B sequences of T tokens.
+  size_t FieldSize(Field field, size_t B, size_t T) const;
 
   // A micro-batch's activations in one chunk, kept from its forward to its backward.
   struct Slot {
@@ -191,19 +218,40 @@ class Gpt {
     bool embedding = false, head = false;
     std::vector<Slot> slots;
     std::vector<float> dres;  // the backward's running gradient of the residual stream
+    std::vector<float> x;     // 16-bit precision: a block's input or output, widened
   };
 
   // x: this rank's rows of the block input (all B·T rows without sequence parallelism).
   void BlockForward(int l, BlockActivations& a, const float* x, int B, int T);
+  // The attention core of a block whose qkv is set: probabilities and output (forward, or
+  // recomputed by a selective backward).
+  void AttentionCore(BlockActivations& a, int B, int T);
   // dres holds d(loss)/d(block output) on entry and d(loss)/d(block input) on return (this
   // rank's rows).
   void BlockBackward(int l, BlockActivations& a, const float* x, float* dres, int B, int T,
                      const std::function<void(int tensor)>& on_ready);
-  // Allocates the buffers of `a` that `recompute` keeps per slot (all of them for the scratch).
+  // Allocates the buffers a slot's block keeps (all of them, fp32, for the shared scratch).
   void AllocateBlock(BlockActivations& a, bool scratch);
-  // Exchanges the buffers a slot's block does not keep with the shared scratch's: before a
-  // forward or backward of the block, and again after.
-  void SwapRecomputed(BlockActivations& a);
+  // The buffers a pass over block `a` of B·T rows computes in: in fp32 `a` itself, with the
+  // buffers it does not keep lent by the shared scratch; in 16 bits the scratch, lent `a`'s
+  // LayerNorm statistics and (`unpack`, for a backward) given `a`'s kept tensors widened.
+  BlockActivations& OpenBlock(BlockActivations& a, int B, int T, bool unpack);
+  // Takes back what OpenBlock lent; `pack` (after a forward, in 16 bits) stores the kept tensors.
+  void CloseBlock(BlockActivations& a, int B, int T, bool pack);
+  // Block `i` of slot `s`'s output (the next block's input): fp32 in place, or widened into
+  // `chunk`'s x.
+  const float* BlockOutput(Chunk& chunk, Slot& s, int i);
+  // Rounds n activation values to the run's precision where an op wrote them.
+  void Round(float* data, size_t n) { RoundTo(options_.precision, data, n); }
+  bool mixed() const { return options_.precision != Precision::kFloat32; }
+  // Mixed precision: unit `unit`'s parameters rounded into its working copy, which the passes read
+  // until the unit's next use.
+  void RoundUnit(int unit);
+  // Where the passes read tensor `tensor`'s parameters.
+  const float* weight(int tensor) const {
+    const int unit = layout_.tensor(tensor).unit;
+    return (mixed() ? unit_read_[unit] : unit_params_[unit]) + within(tensor);
+  }
   // The unit of block l (global index).
   int BlockUnit(int l) const { return block_unit_[l]; }
   // A column-parallel linear's input: this rank's rows `held` of an N-row activation, gathered
@@ -225,9 +273,9 @@ class Gpt {
   ModelShape shape_;
   int max_batch_;
   StagePart part_;
-  Recompute recompute_;
-  BlockActivations recomputed_;  // the buffers recomputation shares between a chunk's blocks
-  TensorParallel solo_;          // the group when none is given
+  ActivationOptions options_;
+  BlockActivations scratch_;  // the buffers blocks share for what they do not keep
+  TensorParallel solo_;       // the group when none is given
   TensorParallel* tp_;
   int C_, Ca_, NHa_, H_, Vs_, v0_;  // width; attention width and heads, MLP width, vocabulary
                                     // slice and its first token, on this rank
@@ -252,9 +300,10 @@ class Gpt {
   std::vector<int> block_unit_;
   std::vector<Chunk> chunks_;
 
-  // Brackets a unit's use with the hooks, if any.
+  // Brackets a unit's use with the hooks, if any (and forms its working copy).
   void Before(int unit, UnitHooks::Pass pass, bool reads_params = true) {
     if (hooks_ != nullptr) hooks_->Before(unit, pass, reads_params);
+    if (mixed() && reads_params) RoundUnit(unit);
   }
   void After(int unit, UnitHooks::Pass pass) {
     if (hooks_ != nullptr) hooks_->After(unit, pass);
@@ -267,6 +316,10 @@ class Gpt {
 
   shard::FlatBuffer params_, grads_;
   std::vector<float*> unit_params_, unit_grads_;  // per unit: where its storage is now
+  // Mixed precision: per unit, its working copy; the embedding unit and a separate head unit have
+  // their own (used at both ends of a pass), the other units share one (used one at a time).
+  std::vector<const float*> unit_read_;
+  std::vector<float> work_embedding_, work_head_, work_block_;
   UnitHooks* hooks_ = nullptr;
   // Scratch shared by all chunks (each op overwrites what it writes): the backward's gradients,
   // the cross-entropy's per-row values, and under tensor parallelism full-row activations

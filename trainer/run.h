@@ -17,6 +17,7 @@
 #include "data.h"
 #include "data_parallel.h"
 #include "generate.h"
+#include "loss_scaler.h"
 #include "mesh.h"
 #include "model.h"
 #include "pipeline.h"
@@ -66,6 +67,7 @@ class Run {
         options_(options),
         group_(comm),
         micro_(config.micro_batch(group_.size())),
+        scaler_(config.precision == "fp16" ? config.loss_scale : 1.0, config.loss_scale_window),
         sample_rng_(Mix64(config.seed ^ 0x5a3b1e)) {}
 
   absl::StatusOr<TrainSummary> Execute();
@@ -82,8 +84,6 @@ class Run {
   NextLogits SampleLogits();
   // pp > 1: sums the loss over the stages and takes the pass's bubble and peak activations.
   absl::Status PipelineFigures(double* loss);
-  // The activation bytes this rank keeps between forward and backward at most.
-  size_t ActivationBytes() const;
   // state_bytes_ and buffer_bytes_: the most of any rank (collective).
   absl::Status UpdateMemoryFigures();
   absl::StatusOr<double> Evaluate(absl::Duration* comm_wait);
@@ -103,9 +103,12 @@ class Run {
   std::vector<double> stage_ms_;  // the last step's busy, idle and comm ms of each stage
   int64_t peak_activations_ =
       0;  // the last step's micro-batch × chunk activations, most of any stage
-  int64_t activation_bytes_ = 0;  // the most any rank keeps for backward
-  int64_t state_bytes_ = 0;       // the most any rank keeps between steps
-  int64_t buffer_bytes_ = 0;      // the most any rank holds during a step (DataParallel)
+  int64_t activation_bytes_ = 0;            // the most any rank keeps for backward
+  int64_t predicted_activation_bytes_ = 0;  // this rank's, from the activation model; then the most
+  int64_t state_bytes_ = 0;                 // the most any rank keeps between steps
+  int64_t buffer_bytes_ = 0;                // the most any rank holds during a step (DataParallel)
+  LossScaler scaler_;                       // fp16's (precision=fp16; scale 1 otherwise)
+  bool skipped_ = false;                    // the last step found an overflow and changed nothing
   Rng sample_rng_;
   Corpus corpus_;
   std::vector<uint8_t> tokens_, targets_;

@@ -106,6 +106,10 @@ absl::Status Run::LoadCheckpoint(const shard::CheckpointReader& reader) {
   }
   if (absl::Status s = dp_->LoadCheckpoint(reader, meta->optimizer_step); !s.ok()) return s;
   sample_rng_ = Rng(meta->sample_rng);
+  // A run resumed in fp16 continues the saved scaler (from another precision: the initial one).
+  if (config_.precision == "fp16" && meta->loss_scale > 0) {
+    scaler_.Restore({meta->loss_scale, meta->loss_scale_clean_steps, meta->loss_scale_skipped});
+  }
   start_step_ = static_cast<int>(meta->step);
   if (meta->data_cursor != static_cast<uint64_t>(start_step_) * config_.batch_size) {
     return absl::DataLossError(absl::StrCat("resume: checkpoint ", path, " data cursor ",
@@ -125,6 +129,11 @@ absl::Status Run::SaveCheckpoint(int step) {
   meta.data_cursor = static_cast<uint64_t>(step) * config_.batch_size;
   meta.sample_rng = sample_rng_.state();
   meta.optimizer_step = dp_->optimizer_step();
+  if (config_.precision == "fp16") {
+    meta.loss_scale = scaler_.state().scale;
+    meta.loss_scale_clean_steps = scaler_.state().clean_steps;
+    meta.loss_scale_skipped = scaler_.state().skipped;
+  }
   meta.config_json = ToJson(config_);
   meta.ranks = group_.size();
   meta.tp = config_.tp;

@@ -1,4 +1,5 @@
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -14,11 +15,23 @@ absl::Status Run::Step(int step, double* loss, double* grad_norm, double* lr,
   const int T = config_.seq_len;
   const int dp = data_.size();
   const int accum = config_.grad_accum;
-  const float loss_scale = 1.0f / (static_cast<float>(micro_) * T * accum);
+  // The mean over the step's tokens, times fp16's loss scale (a power of two: exact).
+  const float loss_scale =
+      static_cast<float>(scaler_.scale()) / (static_cast<float>(micro_) * T * accum);
   dp_->ZeroGrads();
   double local_loss = 0;
-  const auto on_ready = [&](int tensor) { dp_->TensorReady(tensor); };
+  // Testing: rank 0's first gradient of the step's last pass overflows before any reduction.
+  bool poison = step == config_.inject_overflow_step && group_.rank() == 0;
+  bool last_pass = false;
+  const auto on_ready = [&](int tensor) {
+    if (poison && last_pass) {
+      model_->grad(tensor)[0] = std::numeric_limits<float>::infinity();
+      poison = false;
+    }
+    dp_->TensorReady(tensor);
+  };
   for (int m = 0; m < accum; ++m) {
+    last_pass = m == accum - 1;
     // The ranks of a tensor-parallel group, and of a pipeline, read the same sequences.
     const uint64_t first = static_cast<uint64_t>(step) * config_.batch_size +
                            static_cast<uint64_t>(m * dp + data_.rank()) * micro_;
@@ -49,6 +62,28 @@ absl::Status Run::Step(int step, double* loss, double* grad_norm, double* lr,
   *loss = sum / (static_cast<double>(config_.batch_size) * T);
   *lr = LearningRate(step, config_.steps, config_.warmup_steps, config_.scaled_lr(),
                      config_.min_lr_ratio);
+  skipped_ = false;
+  if (config_.precision == "fp16") {
+    // One all-reduce over every rank: any infinity or NaN in any rank's gradients skips the step
+    // everywhere (under ZeRO each rank sees only its slices).
+    int32_t overflow = dp_->GradientsFinite() ? 0 : 1;
+    if (group_.comm() != nullptr) {
+      if (absl::Status s =
+              group_.comm()
+                  ->AllReduce(&overflow, &overflow, 1, DataType::kInt32, ReduceOp::kMax)
+                  .Wait(kCommTimeout);
+          !s.ok()) {
+        return s;
+      }
+    }
+    const double scale = scaler_.scale();
+    if (scaler_.Update(overflow != 0)) {
+      skipped_ = true;
+      *grad_norm = std::numeric_limits<double>::infinity();
+      return absl::OkStatus();
+    }
+    return dp_->Update(*lr, grad_norm, comm_wait, static_cast<float>(1.0 / scale));
+  }
   return dp_->Update(*lr, grad_norm, comm_wait);
 }
 
@@ -87,13 +122,6 @@ absl::Status Run::PipelineFigures(double* loss) {
   }
   peak_activations_ = f.peak_activations;
   return absl::OkStatus();
-}
-
-size_t Run::ActivationBytes() const {
-  const int T = config_.seq_len;
-  if (pipeline_ == nullptr) return model_->ChunkActivationBytes(0, micro_, T);
-  // The most held at once: every slot of every chunk at the peak (slots are sized to it).
-  return model_->activation_capacity_bytes(micro_ / config_.micro_batches, T);
 }
 
 absl::StatusOr<double> Run::Evaluate(absl::Duration* comm_wait) {

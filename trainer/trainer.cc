@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "activation_model.h"
 #include "checkpoint.h"
 #include "data.h"
 #include "data_parallel.h"
@@ -104,11 +105,13 @@ absl::Status Run::Setup() {
     part = {p, mesh_.pp_rank(), config_.pp_chunks,
             Pipeline::SlotsPerChunk(schedule, mesh_.pp_rank())};
   }
+  const ActivationOptions activations = config_.activations();
   model_ = std::make_unique<Gpt>(config_.shape(), micro_ / config_.micro_batches,
                                  DataParallel::PadQuantum(config_, data_.comm()), tp_.get(), part,
-                                 config_.recompute == "full"        ? Recompute::kFull
-                                 : config_.recompute == "selective" ? Recompute::kSelective
-                                                                    : Recompute::kNone);
+                                 activations);
+  predicted_activation_bytes_ =
+      PredictActivationBytes(config_.shape(), micro_ / config_.micro_batches, config_.tp,
+                             tp_->sequence_parallel(), part, activations);
   model_->InitParams(config_.seed);
   if (config_.pp > 1) {
     absl::StatusOr<std::unique_ptr<Pipeline>> pipeline =
@@ -144,12 +147,13 @@ absl::Status Run::Setup() {
 
 absl::Status Run::UpdateMemoryFigures() {
   // The metrics carry the largest figures of any rank.
-  int64_t bytes[4] = {static_cast<int64_t>(dp_->state_bytes()),
+  int64_t bytes[5] = {static_cast<int64_t>(dp_->state_bytes()),
                       static_cast<int64_t>(dp_->buffer_bytes()),
-                      static_cast<int64_t>(ActivationBytes()), peak_activations_};
+                      static_cast<int64_t>(model_->kept_activation_bytes()), peak_activations_,
+                      predicted_activation_bytes_};
   if (group_.comm() != nullptr) {
     if (absl::Status s = group_.comm()
-                             ->AllReduce(bytes, bytes, 4, DataType::kInt64, ReduceOp::kMax)
+                             ->AllReduce(bytes, bytes, 5, DataType::kInt64, ReduceOp::kMax)
                              .Wait(kCommTimeout);
         !s.ok()) {
       return s;
@@ -159,6 +163,7 @@ absl::Status Run::UpdateMemoryFigures() {
   buffer_bytes_ = bytes[1];
   activation_bytes_ = bytes[2];
   peak_activations_ = bytes[3];
+  predicted_activation_bytes_ = bytes[4];
   return absl::OkStatus();
 }
 
@@ -180,6 +185,18 @@ absl::StatusOr<TrainSummary> Run::Execute() {
         data_.size(), config_.scaled_lr(), config_.lr_scaling.c_str(), total,
         options_.out_dir.c_str());
     std::printf("weft-train: %s\n", dp_->MemoryReport().c_str());
+  }
+  if (absl::Status s = UpdateMemoryFigures(); !s.ok()) return s;
+  if (leader()) {
+    std::printf(
+        "weft-train: activations kept for backward, most of any rank: predicted %.2f MiB "
+        "(recompute=%s%s, precision=%s), held %.2f MiB (%+.1f%%)\n",
+        predicted_activation_bytes_ / 1048576.0, config_.recompute.c_str(),
+        config_.recompute_layers >= 0
+            ? absl::StrCat(", ", config_.recompute_layers, " blocks per chunk").c_str()
+            : "",
+        config_.precision.c_str(), activation_bytes_ / 1048576.0,
+        100.0 * (static_cast<double>(activation_bytes_) / predicted_activation_bytes_ - 1));
     std::fflush(stdout);
   }
   TrainSummary summary;
@@ -221,14 +238,14 @@ absl::StatusOr<TrainSummary> Run::Execute() {
     }
     if (leader()) {
       std::string line = absl::StrFormat(
-          "{\"step\": %d, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, "
+          "{\"step\": %d, \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %s, "
           "\"tokens_per_s\": "
           "%.1f, \"step_ms\": %.3f, \"cpu_ms\": %.3f, \"comm_wait_ms\": %.3f, "
           "\"state_bytes\": %d, \"buffer_bytes\": %d, \"activation_bytes\": %d, "
           "\"comm_bytes\": %d",
-          done, loss, lr, norm, tokens_per_s, seconds * 1e3, cpu_seconds * 1e3,
-          absl::ToDoubleMilliseconds(comm_wait), state_bytes_, buffer_bytes_, activation_bytes_,
-          comm_bytes);
+          done, loss, lr, skipped_ ? "null" : absl::StrFormat("%.17g", norm), tokens_per_s,
+          seconds * 1e3, cpu_seconds * 1e3, absl::ToDoubleMilliseconds(comm_wait), state_bytes_,
+          buffer_bytes_, activation_bytes_, comm_bytes);
       if (pipeline_ != nullptr) {
         absl::StrAppendFormat(&line, ", \"bubble_fraction\": %.4f, \"pp_peak_activations\": %d",
                               bubble_fraction_, peak_activations_);
@@ -240,6 +257,10 @@ absl::StatusOr<TrainSummary> Run::Execute() {
           }
           absl::StrAppendFormat(&line, ", \"%s\": [%s]", key, absl::StrJoin(values, ", "));
         }
+      }
+      if (config_.precision == "fp16") {
+        absl::StrAppendFormat(&line, ", \"loss_scale\": %.17g, \"skipped\": %s", scaler_.scale(),
+                              skipped_ ? "true" : "false");
       }
       if (val) absl::StrAppendFormat(&line, ", \"val_loss\": %.17g", *val);
       metrics_ << line << "}\n";
