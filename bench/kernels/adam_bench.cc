@@ -59,6 +59,8 @@ void RunAdamW(benchmark::State& state, SimdLevel level, size_t count, bool with_
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(count));
 }
 
+}  // namespace
+
 void RegisterAdamWBenchmarks() {
   std::vector<PayloadSize> sizes(std::begin(kCachedSizes), std::end(kCachedSizes));
   sizes.push_back(kMemorySize);
@@ -77,8 +79,4 @@ void RegisterAdamWBenchmarks() {
   }
 }
 
-// Registers the rows before main() runs (main() registers the other files' rows).
-const bool registered = (RegisterAdamWBenchmarks(), true);
-
-}  // namespace
 }  // namespace weft::kernel_bench

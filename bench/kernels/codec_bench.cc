@@ -5,8 +5,7 @@
 // <size> is the bytes of the fp32 gradient, which is also the payload (bytes_per_second), so a
 // row compares directly with the Memcpy row of the same size. Memory bytes (mem_bytes_per_s)
 // count the fp32 array read or written, the encoded bytes, and with feedback the error array
-// read and written. Blocks are the default 256 elements. The rows register themselves at start
-// (main.cc lists the parts it registers; this one adds itself through a static initialiser).
+// read and written. Blocks are the default 256 elements.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -125,6 +124,8 @@ void RunCodec(benchmark::State& state, Entry entry, SimdLevel level, size_t byte
   ReportRates(state, bytes, memory);
 }
 
+}  // namespace
+
 void RegisterCodecBenchmarks() {
   constexpr Entry kEntries[] = {Entry::kEncodeInt8,
                                 Entry::kEncodeInt8WithFeedback,
@@ -154,8 +155,4 @@ void RegisterCodecBenchmarks() {
   }
 }
 
-// main.cc registers the other parts by name; this part registers itself before main runs.
-const bool kRegistered = (RegisterCodecBenchmarks(), true);
-
-}  // namespace
 }  // namespace weft::kernel_bench

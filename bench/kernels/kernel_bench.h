@@ -91,5 +91,7 @@ void RegisterMemcpyBenchmarks();
 void RegisterReduceBenchmarks();
 void RegisterDivideBenchmarks();
 void RegisterConvertBenchmarks();
+void RegisterAdamWBenchmarks();
+void RegisterCodecBenchmarks();
 
 }  // namespace weft::kernel_bench

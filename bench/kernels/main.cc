@@ -1,6 +1,6 @@
 // kernels_bench: Google Benchmark micro-benchmarks of weft_kernels (reductions, DivideBy, fp16/bf16
-// conversions) with std::memcpy of the same sizes as the reference. kernel_bench.h says what the
-// rates mean; each *_bench.cc file says which rows it registers.
+// conversions, AdamW, gradient codecs) with std::memcpy of the same sizes as the reference.
+// kernel_bench.h says what the rates mean; each *_bench.cc file says which rows it registers.
 //
 // Every row runs for --benchmark_min_time=0.02 seconds unless the command line says otherwise,
 // which keeps the whole binary (about 1,250 rows) near a minute. Examples:
@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   kb::RegisterReduceBenchmarks();
   kb::RegisterDivideBenchmarks();
   kb::RegisterConvertBenchmarks();
+  kb::RegisterAdamWBenchmarks();
+  kb::RegisterCodecBenchmarks();
 
   // The default goes first: flags later on the command line override earlier ones.
   static char default_min_time[] = "--benchmark_min_time=0.02";
