@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "vector_clones.h"
+#include "weft/kernels/adam.h"
 
 namespace weft::trainer {
 
@@ -29,31 +29,17 @@ AdamW::AdamW(const ParamLayout& layout, const AdamWSettings& settings,
   v_.assign(compact, 0.0f);
 }
 
-// Compiled for AVX-512, AVX2 and baseline; the same IEEE operations per element in each.
-WEFT_VECTOR_CLONES void AdamW::Step(const std::vector<float*>& params,
-                                    const std::vector<const float*>& grads, double lr) {
+void AdamW::Step(const std::vector<float*>& params, const std::vector<const float*>& grads,
+                 double lr) {
   ++step_;
-  const float b1 = static_cast<float>(settings_.beta1);
-  const float b2 = static_cast<float>(settings_.beta2);
-  const float eps = static_cast<float>(settings_.eps);
-  const float correction1 = static_cast<float>(1.0 / (1.0 - std::pow(settings_.beta1, step_)));
-  const float correction2 = static_cast<float>(1.0 / (1.0 - std::pow(settings_.beta2, step_)));
-  const float rate = static_cast<float>(lr);
-  float* m = m_.data();
-  float* v = v_.data();
+  // The fused SIMD update (weft/kernels/adam.h), with and without decoupled weight decay.
+  const AdamWStep with_decay = MakeAdamWStep(settings_.beta1, settings_.beta2, settings_.eps, lr,
+                                             settings_.weight_decay, step_);
+  const AdamWStep without_decay =
+      MakeAdamWStep(settings_.beta1, settings_.beta2, settings_.eps, lr, 0.0, step_);
   for (const Segment& s : segments_) {
-    const float decay = s.decay ? static_cast<float>(lr * settings_.weight_decay) : 0.0f;
-    float* p = params[s.range] + s.offset;
-    const float* g = grads[s.range] + s.offset;
-    float* ms = m + s.compact;
-    float* vs = v + s.compact;
-    for (size_t i = 0; i < s.count; ++i) {
-      ms[i] = b1 * ms[i] + (1.0f - b1) * g[i];
-      vs[i] = b2 * vs[i] + (1.0f - b2) * g[i] * g[i];
-      const float m_hat = ms[i] * correction1;
-      const float v_hat = vs[i] * correction2;
-      p[i] -= rate * m_hat / (std::sqrt(v_hat) + eps) + decay * p[i];
-    }
+    weft::AdamW(s.decay ? with_decay : without_decay, params[s.range] + s.offset,
+                grads[s.range] + s.offset, m_.data() + s.compact, v_.data() + s.compact, s.count);
   }
 }
 

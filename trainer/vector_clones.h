@@ -1,7 +1,7 @@
 // WEFT_VECTOR_CLONES: compiles a hot loop for AVX-512, AVX2 and baseline x86-64 and lets the
 // dynamic loader pick one per CPU (GCC's target_clones, an ifunc). Every variant evaluates the
-// same IEEE operations per element (no FMA contraction under -std=c++20), so results do not
-// depend on the CPU.
+// same IEEE operations per element (the trainer compiles with -ffp-contract=off: no fused
+// multiply-adds), so results do not depend on the CPU.
 //
 // ThreadSanitizer instruments the ifunc resolver that target_clones generates, and the loader can
 // run that resolver while relocating the program, before the TSan runtime exists: the binary
