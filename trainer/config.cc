@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ops.h"
+#include "weft/comm/byte_size.h"
 #include "weft/comm/json.h"
 
 namespace weft::trainer {
@@ -66,6 +67,11 @@ const std::vector<std::pair<const char*, Member>>& Fields() {
       {"loss_scale", &Config::loss_scale},
       {"loss_scale_window", &Config::loss_scale_window},
       {"inject_overflow_step", &Config::inject_overflow_step},
+      {"offload", &Config::offload},
+      {"offload_dir", &Config::offload_dir},
+      {"memory_budget", &Config::memory_budget},
+      {"offload_block_kb", &Config::offload_block_kb},
+      {"offload_tile_blocks", &Config::offload_tile_blocks},
       {"pp_schedule", &Config::pp_schedule},
       {"pp_chunks", &Config::pp_chunks},
       {"sample_tokens", &Config::sample_tokens},
@@ -257,6 +263,16 @@ absl::Status Validate(const Config& c, int world_size) {
   require(is_dtype(c.grad_reduce_dtype),
           absl::StrCat("grad_reduce_dtype must be fp32, bf16 or fp16 (got \"", c.grad_reduce_dtype,
                        "\")"));
+  require(c.offload == "none" || c.offload == "optimizer",
+          absl::StrCat("offload must be none or optimizer (got \"", c.offload,
+                       "\"; parameters are not offloaded yet)"));
+  require(c.memory_budget.empty() || ParseByteSize(c.memory_budget).has_value(),
+          absl::StrCat("memory_budget \"", c.memory_budget,
+                       "\" is not a size (bytes, or with K, M or G: \"512M\", \"2G\")"));
+  require(c.offload_block_kb >= 4 && c.offload_block_kb % 4 == 0 && c.offload_tile_blocks >= 1,
+          absl::StrCat("offload_block_kb (", c.offload_block_kb,
+                       ") must be a multiple of 4 and offload_tile_blocks (", c.offload_tile_blocks,
+                       ") at least 1"));
   require(c.loss_scale >= 1 && c.loss_scale_window >= 1,
           absl::StrCat("loss_scale (", c.loss_scale, ") must be >= 1 and loss_scale_window (",
                        c.loss_scale_window, ") >= 1"));

@@ -90,6 +90,15 @@ struct Config {
   // Testing: at this step (from 0), rank 0's gradient gets an infinity before the overflow check
   // (-1: never).
   int inject_overflow_step = -1;
+  // Offload (offload/): "none" or "optimizer" (AdamW's moments in files under offload_dir, default
+  // OUT/offload, streamed through each step). memory_budget ("512M", "2G"; empty: none) offloads
+  // what the per-rank figures say must go. Disk tiles are offload_tile_blocks blocks of
+  // offload_block_kb KiB.
+  std::string offload = "none";
+  std::string offload_dir;
+  std::string memory_budget;
+  int offload_block_kb = 1024;
+  int offload_tile_blocks = 4;
   std::string pp_schedule = "1f1b";
   int pp_chunks = 1;
   int sample_tokens = 200;  // generated at the end (0: none)

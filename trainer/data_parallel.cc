@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "checkpoint.h"
 #include "weft/kernels/precision.h"
+#include "weft/offload/tile_stream.h"
 #include "weft/shard/shard_layout.h"
 
 namespace weft::trainer {
@@ -289,12 +290,9 @@ absl::Status DataParallel::Update(double lr, double* grad_norm, absl::Duration* 
     }
     grads.push_back(data);
   }
-  if (zero_ == nullptr) {
-    adam_->Step({model_->params()}, grads, lr);
-    return absl::OkStatus();
-  }
+  if (zero_ == nullptr) return adam_->Step({model_->params()}, grads, lr);
   for (int u = 0; u < zero_->layout().num_units(); ++u) params.push_back(zero_->ParamSlice(u));
-  adam_->Step(params, grads, lr);
+  if (absl::Status s = adam_->Step(params, grads, lr); !s.ok()) return s;
   absl::Status s = zero_->GatherParams();
   *comm_wait += zero_->TakeWait();
   return s;
@@ -399,6 +397,7 @@ absl::Status DataParallel::LoadCheckpoint(const shard::CheckpointReader& reader,
     }
   }
   ParamsLoaded();
+  if (absl::Status s = adam_->FetchMoments(); !s.ok()) return s;
   for (const auto& [range, compact] : MomentRanges()) {
     for (size_t t = 0; t < saved.size(); ++t) {
       const TensorView& view = layout.tensor(static_cast<int>(t));
@@ -421,13 +420,21 @@ absl::Status DataParallel::LoadCheckpoint(const shard::CheckpointReader& reader,
     }
   }
   adam_->set_step(optimizer_step);
-  return absl::OkStatus();
+  return adam_->StoreMoments();
+}
+
+absl::Status DataParallel::OffloadOptimizer(offload::TieredStore* store) {
+  // A step streams both moments, each through (prefetch + 2) staging tiles (tile_stream.h).
+  offload_staging_bytes_ = 2 * (offload::StreamOptions().prefetch + 2) *
+                           (store->tile_floats() * sizeof(float) + offload::kTileHeaderBytes);
+  return adam_->Offload(store);
 }
 
 DataParallel::MemoryFigures DataParallel::Memory() const {
   const size_t flat = model_->num_params() * sizeof(float);
   MemoryFigures m;
-  m.optimizer = 2 * adam_->owned_size() * sizeof(float);
+  m.optimizer = adam_->offloaded() ? 0 : 2 * adam_->owned_size() * sizeof(float);
+  if (adam_->offloaded()) m.offload_staging = offload_staging_bytes_;
   if (zero_ == nullptr) {
     m.params = m.grads = flat;
     m.working = model_->working_param_bytes();
@@ -455,7 +462,7 @@ size_t DataParallel::state_bytes() const {
 
 size_t DataParallel::buffer_bytes() const {
   const MemoryFigures m = Memory();
-  return m.gathered + m.buckets + m.working;
+  return m.gathered + m.buckets + m.working + m.offload_staging;
 }
 
 std::string DataParallel::MemoryReport() const {

@@ -92,6 +92,15 @@ class DataParallel : public UnitHooks {
   // one rank alone (the closing sample).
   absl::Status GatherForInference();
 
+  // Moves AdamW's moments to disk arrays of `store` (which must outlive this); Update then
+  // streams them (optimizer.h).
+  absl::Status OffloadOptimizer(offload::TieredStore* store);
+  // Bytes of AdamW's moments this rank keeps (in memory or offloaded).
+  size_t moment_bytes() const { return 2 * adam_->owned_size() * sizeof(float); }
+  // Offloaded moments into memory for a checkpoint (CheckpointPieces points at them), and back.
+  absl::Status FetchOffloaded() { return adam_->FetchMoments(); }
+  absl::Status ReleaseOffloaded() { return adam_->StoreMoments(); }
+
   // This rank's share of a checkpoint (arrays: parameters, first and second moment; tensor
   // indices are the layout's): under ZeRO its slices of every unit, saved by the first shard group
   // alone (the other groups hold copies); otherwise an equal share of the packed tensors.
@@ -124,9 +133,10 @@ class DataParallel : public UnitHooks {
   // full or sliced as the stage says) and the peaks of what it holds only during a step.
   struct MemoryFigures {
     size_t params = 0, grads = 0, optimizer = 0;
-    size_t gathered = 0;  // zero = 3: gathered units alive at once
-    size_t working = 0;   // mixed precision: the model's rounded working copies
-    size_t buckets = 0;   // staged all-reduce buckets, or full unit gradients under zero >= 2
+    size_t gathered = 0;         // zero = 3: gathered units alive at once
+    size_t working = 0;          // mixed precision: the model's rounded working copies
+    size_t offload_staging = 0;  // offloaded moments: the stream's staging tiles
+    size_t buckets = 0;  // staged all-reduce buckets, or full unit gradients under zero >= 2
   };
   MemoryFigures Memory() const;
   // The unit the model uses after `unit` in `pass` (UnitHooks' order), or -1.
@@ -164,6 +174,7 @@ class DataParallel : public UnitHooks {
   absl::Status error_;                           // the first error of the hooks and callbacks
   uint64_t bytes_sent_ = 0;                      // counted up to the last TakeBytesSent
   uint64_t pending_bytes_ = 0;                   // the all-reduce reducer's, since then
+  size_t offload_staging_bytes_ = 0;
 };
 
 }  // namespace weft::trainer

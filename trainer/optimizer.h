@@ -5,12 +5,19 @@
 // decay is decoupled (θ -= lr · wd · θ, not added to the gradient) and applies only to tensors the
 // layout marks (matrices and embeddings), also where a range boundary cuts a tensor; padding
 // between units is not touched.
+//
+// Offloaded (Offload), the moments live in disk arrays of an offload::TieredStore instead, and
+// Step streams them tile by tile (offload/tile_stream.h: the next tiles read and the previous one
+// written back while the update runs on this one); each element gets the same fused update, so
+// the results are bit-identical to the moments in memory.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "param_layout.h"
+#include "weft/offload/tiered_store.h"
 #include "weft/shard/shard_layout.h"
 
 namespace weft::trainer {
@@ -30,15 +37,27 @@ class AdamW {
 
   // One update with learning rate `lr` (the step count advances by one). params[i] and grads[i]
   // point at owned range i (num_ranges() of each; for the whole layout: the flat buffers).
-  void Step(const std::vector<float*>& params, const std::vector<const float*>& grads, double lr);
+  // Errors: the offloaded moments' I/O (a torn tile, a failed read or write).
+  absl::Status Step(const std::vector<float*>& params, const std::vector<const float*>& grads,
+                    double lr);
   // Owned ranges: the pointers Step takes of each.
   size_t num_ranges() const { return num_ranges_; }
   // Elements of the owned ranges: the size of m() and v().
-  size_t owned_size() const { return m_.size(); }
+  size_t owned_size() const { return owned_size_; }
 
   int64_t step() const { return step_; }
+  // The moments, in memory (offloaded: between FetchMoments and StoreMoments only).
   std::vector<float>& m() { return m_; }
   std::vector<float>& v() { return v_; }
+
+  // Moves the moments into disk arrays "adam_m" and "adam_v" of `store` (which must outlive the
+  // optimizer) and frees them here.
+  absl::Status Offload(offload::TieredStore* store);
+  bool offloaded() const { return store_ != nullptr; }
+  // Offloaded: reads the moments back into m() and v() (for a checkpoint to read or fill), and
+  // writes them to the store again, freeing them. Nothing in memory.
+  absl::Status FetchMoments();
+  absl::Status StoreMoments();
   // For a checkpoint restore: moments are restored through m() and v().
   void set_step(int64_t step) { step_ = step; }
 
@@ -56,7 +75,9 @@ class AdamW {
   std::vector<Segment> segments_;
   size_t num_ranges_ = 0;
   std::vector<float> m_, v_;
+  size_t owned_size_ = 0;
   int64_t step_ = 0;
+  offload::TieredStore* store_ = nullptr;
 };
 
 // The sum of squares of `n` gradients, accumulated in double in a fixed order.

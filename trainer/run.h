@@ -25,6 +25,7 @@
 #include "tensor_parallel.h"
 #include "trainer.h"
 #include "weft/comm/communicator.h"
+#include "weft/offload/tiered_store.h"
 #include "weft/shard/checkpoint.h"
 
 namespace weft::trainer {
@@ -88,6 +89,11 @@ class Run {
   absl::Status UpdateMemoryFigures();
   absl::StatusOr<double> Evaluate(absl::Duration* comm_wait);
   absl::Status SaveCheckpoint(int step);
+  // Offloads what offload= or memory_budget= asks for (run_offload.cc), printing the plan.
+  absl::Status SetUpOffload();
+  // Per step with offloading: this rank's disk bytes read and written since the last call and
+  // its resident set (RSS).
+  void OffloadFigures(int64_t* read, int64_t* written, int64_t* resident);
 
   const Config config_;
   const TrainOptions options_;
@@ -97,18 +103,24 @@ class Run {
   Group data_{nullptr};  // this rank's data-parallel group
   std::unique_ptr<TensorParallel> tp_;
   std::unique_ptr<Gpt> model_;
-  std::unique_ptr<Pipeline> pipeline_;  // pp > 1
+  std::unique_ptr<Pipeline> pipeline_;                   // pp > 1
+  std::unique_ptr<offload::TieredStore> offload_store_;  // outlives dp_, whose moments it holds
   std::unique_ptr<DataParallel> dp_;
   double bubble_fraction_ = 0;    // the last step's, the mean over the stages
   std::vector<double> stage_ms_;  // the last step's busy, idle and comm ms of each stage
   int64_t peak_activations_ =
       0;  // the last step's micro-batch × chunk activations, most of any stage
-  int64_t activation_bytes_ = 0;            // the most any rank keeps for backward
-  int64_t predicted_activation_bytes_ = 0;  // this rank's, from the activation model; then the most
-  int64_t state_bytes_ = 0;                 // the most any rank keeps between steps
-  int64_t buffer_bytes_ = 0;                // the most any rank holds during a step (DataParallel)
-  LossScaler scaler_;                       // fp16's (precision=fp16; scale 1 otherwise)
-  bool skipped_ = false;                    // the last step found an overflow and changed nothing
+  int64_t activation_bytes_ = 0;  // the most any rank keeps for backward
+  int64_t predicted_activation_bytes_ = 0;
+  bool offload_metrics_ =
+      false;  // offload= or memory_budget= set: the step lines carry its figures
+  int64_t offload_read_ = 0, offload_written_ = 0, resident_bytes_ = 0;  // the most of any rank
+  offload::IoCounters offload_seen_;  // the counters at the last OffloadFigures  // this rank's,
+                                      // from the activation model; then the most
+  int64_t state_bytes_ = 0;           // the most any rank keeps between steps
+  int64_t buffer_bytes_ = 0;          // the most any rank holds during a step (DataParallel)
+  LossScaler scaler_;                 // fp16's (precision=fp16; scale 1 otherwise)
+  bool skipped_ = false;              // the last step found an overflow and changed nothing
   Rng sample_rng_;
   Corpus corpus_;
   std::vector<uint8_t> tokens_, targets_;

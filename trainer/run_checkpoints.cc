@@ -144,6 +144,7 @@ absl::Status Run::SaveCheckpoint(int step) {
                          : 0;
   // The manifest lists the whole model's tensors; this rank's pieces name them by index there.
   const ParamLayout whole = Gpt::WholeLayout(config_.shape());
+  if (absl::Status s = dp_->FetchOffloaded(); !s.ok()) return s;
   std::vector<shard::SavedPiece> pieces = dp_->CheckpointPieces();
   for (shard::SavedPiece& piece : pieces) {
     piece.tensor = whole.Find(model_->layout().tensor(piece.tensor).name);
@@ -156,6 +157,7 @@ absl::Status Run::SaveCheckpoint(int step) {
   }
   absl::Status s = shard::SaveCheckpoint(group_.comm(), path, kCheckpointArrays, TensorTable(whole),
                                          std::move(pieces), MetaJson(meta), kCommTimeout);
+  if (absl::Status released = dp_->ReleaseOffloaded(); s.ok()) s = released;
   if (!s.ok() || !leader()) return s;
   return CommitLatest(run_dir_, step, config_.keep_checkpoints);
 }

@@ -129,6 +129,7 @@ absl::Status Run::Setup() {
     return absl::InternalError(
         absl::StrCat("cannot create output directory ", options_.out_dir, ": ", ec.message()));
   }
+  if (absl::Status s = SetUpOffload(); !s.ok()) return s;
   if (absl::Status s = OpenCheckpointRun(); !s.ok()) return s;
   if (leader()) {
     const std::string path = options_.out_dir + "/metrics.jsonl";
@@ -147,13 +148,14 @@ absl::Status Run::Setup() {
 
 absl::Status Run::UpdateMemoryFigures() {
   // The metrics carry the largest figures of any rank.
-  int64_t bytes[5] = {static_cast<int64_t>(dp_->state_bytes()),
+  int64_t bytes[8] = {static_cast<int64_t>(dp_->state_bytes()),
                       static_cast<int64_t>(dp_->buffer_bytes()),
                       static_cast<int64_t>(model_->kept_activation_bytes()), peak_activations_,
                       predicted_activation_bytes_};
+  OffloadFigures(&bytes[5], &bytes[6], &bytes[7]);
   if (group_.comm() != nullptr) {
     if (absl::Status s = group_.comm()
-                             ->AllReduce(bytes, bytes, 5, DataType::kInt64, ReduceOp::kMax)
+                             ->AllReduce(bytes, bytes, 8, DataType::kInt64, ReduceOp::kMax)
                              .Wait(kCommTimeout);
         !s.ok()) {
       return s;
@@ -164,6 +166,9 @@ absl::Status Run::UpdateMemoryFigures() {
   activation_bytes_ = bytes[2];
   peak_activations_ = bytes[3];
   predicted_activation_bytes_ = bytes[4];
+  offload_read_ = bytes[5];
+  offload_written_ = bytes[6];
+  resident_bytes_ = bytes[7];
   return absl::OkStatus();
 }
 
@@ -261,6 +266,12 @@ absl::StatusOr<TrainSummary> Run::Execute() {
       if (config_.precision == "fp16") {
         absl::StrAppendFormat(&line, ", \"loss_scale\": %.17g, \"skipped\": %s", scaler_.scale(),
                               skipped_ ? "true" : "false");
+      }
+      if (offload_metrics_) {
+        absl::StrAppendFormat(&line,
+                              ", \"offload_read_bytes\": %d, \"offload_write_bytes\": %d, "
+                              "\"resident_bytes\": %d",
+                              offload_read_, offload_written_, resident_bytes_);
       }
       if (val) absl::StrAppendFormat(&line, ", \"val_loss\": %.17g", *val);
       metrics_ << line << "}\n";

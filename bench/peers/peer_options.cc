@@ -8,13 +8,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "perf/byte_size.h"
+#include "weft/comm/byte_size.h"
 
 namespace weft::peers {
 namespace {
 
 bool ParseSize(absl::string_view text, size_t* out) {
-  std::optional<size_t> size = perf::ParseByteSize(text);
+  std::optional<size_t> size = ParseByteSize(text);
   if (size) *out = *size;
   return size.has_value();
 }

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "perf/byte_size.h"
+#include "weft/comm/byte_size.h"
 
 namespace weft::perf {
 namespace {

@@ -5,11 +5,15 @@
 // gradient is off by far more.
 #include "optimizer.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "param_layout.h"
+#include "weft/offload/tiered_store.h"
 
 namespace weft::trainer {
 namespace {
@@ -41,7 +45,7 @@ TEST(AdamW, MatchesHandWorkedStepsWithBiasCorrectionAndDecoupledDecay) {
           static_cast<float>((static_cast<int>(i) - 3) * 0.1 + 0.05 * step * (i % 2 ? 1 : -1));
     }
     const double lr = lrs[step - 1];
-    adam.Step({params.data()}, {grads.data()}, lr);
+    ASSERT_TRUE(adam.Step({params.data()}, {grads.data()}, lr).ok());
     for (size_t i = 0; i < params.size(); ++i) {
       const double g = grads[i];
       m[i] = 0.9 * m[i] + 0.1 * g;
@@ -66,7 +70,7 @@ TEST(AdamW, FirstStepMovesEveryParameterByAboutTheLearningRate) {
   AdamW adam(layout, AdamWSettings{0.9, 0.95, 1e-8, 0.1});
   std::vector<float> params(4, 1.0f);
   const std::vector<float> grads = {1e-3f, -2.0f, 50.0f, -0.01f};
-  adam.Step({params.data()}, {grads.data()}, 0.01);
+  ASSERT_TRUE(adam.Step({params.data()}, {grads.data()}, 0.01).ok());
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_NEAR(params[i], 1.0 - 0.01 * (grads[i] > 0 ? 1 : -1), 1e-6) << i;
   }
@@ -97,9 +101,12 @@ TEST(AdamW, OwnedRangesWhereverTheyLiveMatchTheWholeLayoutBitForBit) {
     for (size_t i = 0; i < grads.size(); ++i) {
       grads[i] = static_cast<float>((static_cast<int>(i) - 5) * 0.07 + 0.02 * step);
     }
-    whole.Step({params.data()}, {grads.data()}, 1e-2 * step);
-    ranges.Step({slices[0].data(), slices[1].data()},
-                {grads.data() + owned[0].begin, grads.data() + owned[1].begin}, 1e-2 * step);
+    ASSERT_TRUE(whole.Step({params.data()}, {grads.data()}, 1e-2 * step).ok());
+    ASSERT_TRUE(ranges
+                    .Step({slices[0].data(), slices[1].data()},
+                          {grads.data() + owned[0].begin, grads.data() + owned[1].begin},
+                          1e-2 * step)
+                    .ok());
     size_t compact = 0;
     for (size_t r = 0; r < owned.size(); ++r) {
       for (size_t i = 0; i < owned[r].length; ++i, ++compact) {
@@ -151,6 +158,55 @@ TEST(Schedule, WarmUpThenCosineToTheFloor) {
   EXPECT_NEAR(LearningRate(500, total, warmup, lr, min_ratio), lr * min_ratio, 1e-15);
   // No warm-up: the first step runs at the full rate.
   EXPECT_DOUBLE_EQ(LearningRate(0, total, 0, lr, min_ratio), lr);
+}
+
+TEST(AdamW, OffloadedMomentsStreamTileByTileAndMatchTheMomentsInMemoryBitForBit) {
+  // Moments of 2 owned ranges over tensors of 3000 and 2500 elements on disk in tiles of 1024
+  // floats: tiles cut tensors and ranges at every kind of place, and every element must follow
+  // the in-memory optimizer exactly; FetchMoments and StoreMoments move them both ways.
+  ParamLayout layout;
+  layout.Add("w", {100, 30}, /*weight_decay=*/true);
+  layout.Add("b", {2500}, /*weight_decay=*/false);
+  const AdamWSettings settings{0.9, 0.95, 1e-8, 0.1};
+  const std::vector<shard::Range> owned = {{100, 2000}, {2600, 2900}};
+  offload::TieredStoreOptions options;
+  options.dir =
+      (std::filesystem::temp_directory_path() / ("weft_adam_offload_" + std::to_string(getpid())))
+          .string();
+  options.block_bytes = 4096;
+  options.tile_blocks = 1;
+  absl::StatusOr<std::unique_ptr<offload::TieredStore>> store =
+      offload::TieredStore::Create(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  AdamW memory(layout, settings, owned), disk(layout, settings, owned);
+  ASSERT_TRUE(disk.Offload(store->get()).ok());
+  EXPECT_TRUE(disk.offloaded());
+  EXPECT_TRUE(disk.m().empty());
+  std::vector<float> a(layout.total()), b;
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.01f * static_cast<float>(i));
+  b = a;
+  for (int step = 1; step <= 3; ++step) {
+    std::vector<float> grads(layout.total());
+    for (size_t i = 0; i < grads.size(); ++i) {
+      grads[i] = std::cos(0.37f * static_cast<float>(i) + static_cast<float>(step));
+    }
+    std::vector<float*> pa, pb;
+    std::vector<const float*> g;
+    for (const shard::Range& r : owned) {
+      pa.push_back(a.data() + r.begin);
+      pb.push_back(b.data() + r.begin);
+      g.push_back(grads.data() + r.begin);
+    }
+    ASSERT_TRUE(memory.Step(pa, g, 1e-2).ok());
+    ASSERT_TRUE(disk.Step(pb, g, 1e-2).ok());
+    ASSERT_EQ(a, b) << "step " << step;
+  }
+  EXPECT_GT((*store)->counters().bytes_read, 0u);
+  ASSERT_TRUE(disk.FetchMoments().ok());
+  EXPECT_EQ(disk.m(), memory.m());
+  EXPECT_EQ(disk.v(), memory.v());
+  ASSERT_TRUE(disk.StoreMoments().ok());
+  EXPECT_TRUE(disk.v().empty());
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
-#include "perf/byte_size.h"
+#include "weft/comm/byte_size.h"
 
 #include <cmath>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 
-namespace weft::perf {
+namespace weft {
 
 std::optional<size_t> ParseByteSize(absl::string_view text) {
   absl::string_view number = absl::StripAsciiWhitespace(text);
@@ -34,4 +34,4 @@ std::optional<size_t> ParseByteSize(absl::string_view text) {
   return static_cast<size_t>(value * scale);
 }
 
-}  // namespace weft::perf
+}  // namespace weft

@@ -1,0 +1,95 @@
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "run.h"
+#include "weft/comm/byte_size.h"
+
+namespace weft::trainer {
+namespace {
+
+constexpr double kMiB = 1 << 20;
+
+// This process's resident set in bytes (Linux's /proc/self/statm), 0 where unreadable.
+int64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+}  // namespace
+
+absl::Status Run::SetUpOffload() {
+  offload_metrics_ = config_.offload != "none" || !config_.memory_budget.empty();
+  bool offload = config_.offload == "optimizer";
+  const size_t moments = dp_->moment_bytes();
+  std::string plan;
+  if (!config_.memory_budget.empty()) {
+    // What this rank keeps before any offload: state, activations, mixed precision's working
+    // copies; the moments are what can go.
+    const size_t budget = *ParseByteSize(config_.memory_budget);
+    const size_t need = dp_->state_bytes() + static_cast<size_t>(predicted_activation_bytes_) +
+                        model_->working_param_bytes();
+    offload = offload || need > budget;
+    const size_t left = offload ? need - moments : need;
+    plan = absl::StrFormat(
+        "memory budget %.2f MiB per rank: state, activations and working copies "
+        "need %.2f MiB; %s",
+        budget / kMiB, need / kMiB,
+        offload ? absl::StrFormat("AdamW's moments (%.2f MiB) go to disk", moments / kMiB)
+                : std::string("nothing needs to move"));
+    if (left > budget) {
+      absl::StrAppendFormat(&plan,
+                            "; WARNING: %.2f MiB stay resident, over the budget (parameters, "
+                            "gradients and activations are not offloaded)",
+                            left / kMiB);
+    }
+  }
+  if (!offload) {
+    if (leader() && !plan.empty()) std::printf("weft-train: %s\n", plan.c_str());
+    return absl::OkStatus();
+  }
+  offload::TieredStoreOptions options;
+  const std::string root =
+      config_.offload_dir.empty() ? options_.out_dir + "/offload" : config_.offload_dir;
+  options.dir = absl::StrFormat("%s/rank-%05d", root, group_.rank());
+  options.block_bytes = static_cast<size_t>(config_.offload_block_kb) << 10;
+  options.tile_blocks = static_cast<size_t>(config_.offload_tile_blocks);
+  absl::StatusOr<std::unique_ptr<offload::TieredStore>> store =
+      offload::TieredStore::Create(options);
+  if (!store.ok()) return store.status();
+  offload_store_ = *std::move(store);
+  if (absl::Status s = dp_->OffloadOptimizer(offload_store_.get()); !s.ok()) return s;
+  offload_seen_ = offload_store_->counters();
+  if (leader()) {
+    // Each step reads and writes every tile of both moments once (a tile is a header block and
+    // its data).
+    const size_t tile = offload_store_->tile_floats() * sizeof(float);
+    const size_t tiles = 2 * offload_store_->TileCount(moments / 2 / sizeof(float));
+    const double io = static_cast<double>(tiles) * (tile + offload::kTileHeaderBytes);
+    std::printf(
+        "weft-train: %s%soffload: AdamW's moments (%.2f MiB per rank) in %s via %s (%s), tiles "
+        "of %.0f KiB; predicted I/O per step and rank: read %.2f MiB, write %.2f MiB (at most)\n",
+        plan.c_str(), plan.empty() ? "" : "\nweft-train: ", moments / kMiB, root.c_str(),
+        std::string(offload_store_->engine().name()).c_str(), offload_store_->io_mode().c_str(),
+        tile / kMiB, io / kMiB, io / kMiB);
+  }
+  return absl::OkStatus();
+}
+
+void Run::OffloadFigures(int64_t* read, int64_t* written, int64_t* resident) {
+  *read = *written = 0;
+  if (offload_store_ != nullptr) {
+    const offload::IoCounters& now = offload_store_->counters();
+    *read = static_cast<int64_t>(now.bytes_read - offload_seen_.bytes_read);
+    *written = static_cast<int64_t>(now.bytes_written - offload_seen_.bytes_written);
+    offload_seen_ = now;
+  }
+  *resident = ResidentBytes();
+}
+
+}  // namespace weft::trainer
