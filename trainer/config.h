@@ -93,7 +93,7 @@ struct Config {
   // Offload (offload/): "none" or "optimizer" (AdamW's moments in files under offload_dir, default
   // OUT/offload, streamed through each step). memory_budget ("512M", "2G"; empty: none) offloads
   // what the per-rank figures say must go. Disk tiles are offload_tile_blocks blocks of
-  // offload_block_kb KiB.
+  // offload_block_kb KiB at most (fewer and smaller for small moments, down to 64 KiB blocks).
   std::string offload = "none";
   std::string offload_dir;
   std::string memory_budget;

@@ -290,9 +290,16 @@ absl::Status DataParallel::Update(double lr, double* grad_norm, absl::Duration* 
     }
     grads.push_back(data);
   }
-  if (zero_ == nullptr) return adam_->Step({model_->params()}, grads, lr);
+  const absl::Time optimizer_start = absl::Now();
+  if (zero_ == nullptr) {
+    absl::Status s = adam_->Step({model_->params()}, grads, lr);
+    optimizer_time_ = absl::Now() - optimizer_start;
+    return s;
+  }
   for (int u = 0; u < zero_->layout().num_units(); ++u) params.push_back(zero_->ParamSlice(u));
-  if (absl::Status s = adam_->Step(params, grads, lr); !s.ok()) return s;
+  absl::Status stepped = adam_->Step(params, grads, lr);
+  optimizer_time_ = absl::Now() - optimizer_start;
+  if (!stepped.ok()) return stepped;
   absl::Status s = zero_->GatherParams();
   *comm_wait += zero_->TakeWait();
   return s;

@@ -95,6 +95,8 @@ class DataParallel : public UnitHooks {
   // Moves AdamW's moments to disk arrays of `store` (which must outlive this); Update then
   // streams them (optimizer.h).
   absl::Status OffloadOptimizer(offload::TieredStore* store);
+  // How long the last Update's AdamW step took (with offloaded moments: their I/O included).
+  absl::Duration optimizer_time() const { return optimizer_time_; }
   // Bytes of AdamW's moments this rank keeps (in memory or offloaded).
   size_t moment_bytes() const { return 2 * adam_->owned_size() * sizeof(float); }
   // Offloaded moments into memory for a checkpoint (CheckpointPieces points at them), and back.
@@ -175,6 +177,7 @@ class DataParallel : public UnitHooks {
   uint64_t bytes_sent_ = 0;                      // counted up to the last TakeBytesSent
   uint64_t pending_bytes_ = 0;                   // the all-reduce reducer's, since then
   size_t offload_staging_bytes_ = 0;
+  absl::Duration optimizer_time_;
 };
 
 }  // namespace weft::trainer

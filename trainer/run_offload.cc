@@ -57,8 +57,17 @@ absl::Status Run::SetUpOffload() {
   const std::string root =
       config_.offload_dir.empty() ? options_.out_dir + "/offload" : config_.offload_dir;
   options.dir = absl::StrFormat("%s/rank-%05d", root, group_.rank());
+  // Tiles small enough that an array spans at least 8 (so the stream's staging, (prefetch + 2)
+  // tiles per array, stays a fraction of the moments), blocks of at least 64 KiB unless asked.
+  const size_t per_array = moments / 2;
   options.block_bytes = static_cast<size_t>(config_.offload_block_kb) << 10;
+  while (options.block_bytes > (size_t{64} << 10) && options.block_bytes * 8 > per_array) {
+    options.block_bytes /= 2;
+  }
   options.tile_blocks = static_cast<size_t>(config_.offload_tile_blocks);
+  while (options.tile_blocks > 1 && options.block_bytes * options.tile_blocks * 8 > per_array) {
+    --options.tile_blocks;
+  }
   absl::StatusOr<std::unique_ptr<offload::TieredStore>> store =
       offload::TieredStore::Create(options);
   if (!store.ok()) return store.status();

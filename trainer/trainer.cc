@@ -267,11 +267,11 @@ absl::StatusOr<TrainSummary> Run::Execute() {
         absl::StrAppendFormat(&line, ", \"loss_scale\": %.17g, \"skipped\": %s", scaler_.scale(),
                               skipped_ ? "true" : "false");
       }
+      absl::StrAppendFormat(&line, ", \"resident_bytes\": %d, \"optimizer_ms\": %.3f",
+                            resident_bytes_, absl::ToDoubleMilliseconds(dp_->optimizer_time()));
       if (offload_metrics_) {
-        absl::StrAppendFormat(&line,
-                              ", \"offload_read_bytes\": %d, \"offload_write_bytes\": %d, "
-                              "\"resident_bytes\": %d",
-                              offload_read_, offload_written_, resident_bytes_);
+        absl::StrAppendFormat(&line, ", \"offload_read_bytes\": %d, \"offload_write_bytes\": %d",
+                              offload_read_, offload_written_);
       }
       if (val) absl::StrAppendFormat(&line, ", \"val_loss\": %.17g", *val);
       metrics_ << line << "}\n";
