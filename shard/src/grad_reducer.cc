@@ -8,9 +8,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "weft/kernels/convert.h"
 #include "weft/kernels/dtype.h"
+#include "weft/kernels/hash.h"
 
 namespace weft::shard {
+namespace {
+
+bool Is16Bit(DataType type) { return type == DataType::kFloat16 || type == DataType::kBFloat16; }
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(
     Communicator* comm, std::vector<Gradient> gradients, const GradReducerOptions& options) {
@@ -19,6 +26,13 @@ absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(
   if (!IsFloatingPoint(options.type)) {
     return absl::InvalidArgumentError(
         absl::StrCat(who, ": gradients must be floating point, not ", Name(options.type)));
+  }
+  const DataType wire = options.wire_type.value_or(options.type);
+  if (wire != options.type && !(options.type == DataType::kFloat32 && Is16Bit(wire))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, ": wire type ", Name(wire), " (", static_cast<int>(wire), ") for ", Name(options.type),
+        " gradients: it must be the gradients' own type, or half or bfloat16 "
+        "for float gradients"));
   }
   absl::StatusOr<BucketPlan> plan = BucketPlan::Create(gradients, options);
   if (!plan.ok()) {
@@ -36,11 +50,20 @@ GradReducer::GradReducer(Communicator* comm, std::vector<Gradient> gradients,
       gradients_(std::move(gradients)),
       options_(options),
       element_size_(SizeOf(options.type)),
+      wire_type_(options.wire_type.value_or(options.type)),
       plan_(std::move(plan)),
       state_(plan_.num_buckets()),
       ready_(gradients_.size(), 0) {
   for (int b = 0; b < plan_.num_buckets(); ++b) {
-    if (plan_.bucket(b).contiguous == nullptr) state_[b].staging.resize(plan_.bucket(b).bytes);
+    const Bucket& bucket = plan_.bucket(b);
+    if (wire_type_ != options_.type) {
+      // Contiguous or not: the all-reduce runs on the rounded copy.
+      state_[b].narrow.resize(bucket.bytes / element_size_);
+      staging_bytes_ += state_[b].narrow.size() * sizeof(uint16_t);
+    } else if (bucket.contiguous == nullptr) {
+      state_[b].staging.resize(bucket.bytes);
+      staging_bytes_ += bucket.bytes;
+    }
   }
 }
 
@@ -54,22 +77,25 @@ GradReducer::~GradReducer() {
 
 absl::Status GradReducer::CheckPlanAcrossRanks() {
   const int size = comm_->size();
-  std::vector<uint64_t> hashes(size);
-  const uint64_t mine = plan_.hash();
-  Work work = comm_->AllGather(&mine, hashes.data(), 1, DataType::kUint64);
+  // Per rank: the plan's hash with the wire type mixed in, and the wire type (for the message).
+  std::vector<uint64_t> hashes(2 * size);
+  const uint64_t mine[2] = {Fnv1a(&wire_type_, sizeof(wire_type_), plan_.hash()),
+                            static_cast<uint64_t>(wire_type_)};
+  Work work = comm_->AllGather(mine, hashes.data(), 2, DataType::kUint64);
   if (absl::Status s = work.Wait(options_.timeout); !s.ok()) {
     return absl::Status(s.code(),
                         absl::StrCat("rank ", comm_->rank(),
                                      ": GradReducer: comparing bucket plans: ", s.message()));
   }
   for (int r = 0; r < size; ++r) {
-    if (hashes[r] != mine) {
+    if (hashes[2 * r] != mine[0]) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", comm_->rank(), ": GradReducer: the gradient bucket plan differs from rank ", r,
-          " (hash ", absl::Hex(mine), " vs ", absl::Hex(hashes[r]), "; ", gradients_.size(),
-          " gradients in ", plan_.num_buckets(),
+          "rank ", comm_->rank(), ": GradReducer: the bucket plan or wire type differs from rank ",
+          r, " (hash ", absl::Hex(mine[0]), " vs ", absl::Hex(hashes[2 * r]), "; wire ",
+          Name(wire_type_), " here, ", Name(static_cast<DataType>(hashes[2 * r + 1])), " there; ",
+          gradients_.size(), " gradients in ", plan_.num_buckets(),
           " buckets here): every rank must register the same gradients, with the same names and "
-          "sizes, in the same order, with the same bucket caps"));
+          "sizes, in the same order, with the same bucket caps and wire type"));
     }
   }
   return absl::OkStatus();
@@ -109,6 +135,14 @@ void GradReducer::IssueReadyBuckets() {
   while (next_to_issue_ < plan_.num_buckets() && state_[next_to_issue_].pending == 0) {
     const Bucket& bucket = plan_.bucket(next_to_issue_);
     BucketState& state = state_[next_to_issue_];
+    const size_t count = bucket.bytes / element_size_;
+    if (wire_type_ != options_.type) {
+      Narrow(next_to_issue_);
+      state.work = comm_->AllReduce(state.narrow.data(), state.narrow.data(), count, wire_type_,
+                                    ReduceOp::kAvg);
+      ++next_to_issue_;
+      continue;
+    }
     void* data = bucket.contiguous;
     if (data == nullptr) {
       unsigned char* out = state.staging.data();
@@ -119,9 +153,34 @@ void GradReducer::IssueReadyBuckets() {
       }
       data = state.staging.data();
     }
-    state.work =
-        comm_->AllReduce(data, data, bucket.bytes / element_size_, options_.type, ReduceOp::kAvg);
+    state.work = comm_->AllReduce(data, data, count, options_.type, ReduceOp::kAvg);
     ++next_to_issue_;
+  }
+}
+
+void GradReducer::Narrow(int b) {
+  uint16_t* out = state_[b].narrow.data();
+  for (size_t k : plan_.bucket(b).members) {
+    const auto* in = static_cast<const float*>(gradients_[k].data);
+    if (wire_type_ == DataType::kBFloat16) {
+      FloatToBFloat16(in, out, gradients_[k].count);
+    } else {
+      FloatToHalf(in, out, gradients_[k].count);
+    }
+    out += gradients_[k].count;
+  }
+}
+
+void GradReducer::Widen(int b) {
+  const uint16_t* in = state_[b].narrow.data();
+  for (size_t k : plan_.bucket(b).members) {
+    auto* out = static_cast<float*>(gradients_[k].data);
+    if (wire_type_ == DataType::kBFloat16) {
+      BFloat16ToFloat(in, out, gradients_[k].count);
+    } else {
+      HalfToFloat(in, out, gradients_[k].count);
+    }
+    in += gradients_[k].count;
   }
 }
 
@@ -172,7 +231,9 @@ absl::Status GradReducer::Finish(absl::Duration timeout) {
       last_wait_ = absl::Now() - start;
       return absl::Status(s.code(), absl::StrCat(who, ": ", Describe(b), ": ", s.message()));
     }
-    if (bucket.contiguous == nullptr) {
+    if (wire_type_ != options_.type) {
+      Widen(b);
+    } else if (bucket.contiguous == nullptr) {
       const unsigned char* in = state.staging.data();
       for (size_t k : bucket.members) {
         const size_t n = gradients_[k].count * element_size_;

@@ -6,7 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "weft/kernels/convert.h"
 #include "weft/kernels/dtype.h"
+#include "weft/kernels/hash.h"
 
 namespace weft::shard {
 
@@ -20,6 +22,12 @@ absl::StatusOr<std::unique_ptr<ZeroReducer>> ZeroReducer::Create(Communicator* c
   if (options.stage < 1 || options.stage > 3) {
     return absl::InvalidArgumentError(
         absl::StrCat(who, ": stage ", options.stage, " is not 1, 2 or 3"));
+  }
+  const DataType wire = options.wire_type;
+  if (wire != DataType::kFloat32 && wire != DataType::kFloat16 && wire != DataType::kBFloat16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, ": wire type ", Name(wire), " (", static_cast<int>(wire),
+                     ") for float gradients: it must be float, half or bfloat16"));
   }
   if (layout.ranks() != comm->size()) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": the layout is for ", layout.ranks(),
@@ -50,7 +58,8 @@ ZeroReducer::ZeroReducer(Communicator* comm, ShardLayout layout, FlatBuffer* gra
       replica_sums_(layout_.num_units()),
       unit_grads_(layout_.num_units(), nullptr),
       gathered_(layout_.num_units(), nullptr),
-      gathers_(layout_.num_units()) {}
+      gathers_(layout_.num_units()),
+      wire_(layout_.num_units(), nullptr) {}
 
 ZeroReducer::~ZeroReducer() {
   // Buffers handed to a collective must outlive it: wait for any still in flight.
@@ -62,20 +71,25 @@ ZeroReducer::~ZeroReducer() {
 }
 
 absl::Status ZeroReducer::CheckLayoutAcrossRanks() {
-  std::vector<uint64_t> hashes(comm_->size());
-  const uint64_t mine = layout_.hash();
+  // Per rank: the layout's hash with the wire type mixed in, and the wire type (for the message).
+  const DataType wire = options_.wire_type;
+  std::vector<uint64_t> hashes(2 * comm_->size());
+  const uint64_t mine[2] = {Fnv1a(&wire, sizeof(wire), layout_.hash()),
+                            static_cast<uint64_t>(wire)};
   if (absl::Status s =
-          comm_->AllGather(&mine, hashes.data(), 1, DataType::kUint64).Wait(options_.timeout);
+          comm_->AllGather(mine, hashes.data(), 2, DataType::kUint64).Wait(options_.timeout);
       !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("rank ", comm_->rank(),
                                                ": ZeroReducer: comparing layouts: ", s.message()));
   }
   for (int r = 0; r < comm_->size(); ++r) {
-    if (hashes[r] != mine) {
+    if (hashes[2 * r] != mine[0]) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", comm_->rank(), ": ZeroReducer: the shard layout differs from rank ", r,
-          " (hash ", absl::Hex(mine), " vs ", absl::Hex(hashes[r]), "; ", layout_.num_units(),
-          " units of ", layout_.total(), " elements here): every rank must shard the same model"));
+          "rank ", comm_->rank(), ": ZeroReducer: the shard layout or wire type differs from rank ",
+          r, " (hash ", absl::Hex(mine[0]), " vs ", absl::Hex(hashes[2 * r]), "; wire ", Name(wire),
+          " here, ", Name(static_cast<DataType>(hashes[2 * r + 1])), " there; ",
+          layout_.num_units(), " units of ", layout_.total(),
+          " elements here): every rank must shard the same model and reduce in the same type"));
     }
   }
   return absl::OkStatus();
@@ -150,11 +164,12 @@ absl::Status ZeroReducer::IssueReplicaReductions(bool wait) {
     } else if (!reductions_[u].Test()) {
       return absl::OkStatus();
     }
-    float* slice = GradSlice(u);
+    // Under a 16-bit wire the slice stays 16-bit: widened only after this all-reduce.
+    void* slice = wire_[u] != nullptr ? static_cast<void*>(WireSlice(u)) : GradSlice(u);
     const int replicas = options_.replicas->size();
-    bytes_sent_ += 2 * layout_.slice(u) * (replicas - 1) / replicas * sizeof(float);
+    bytes_sent_ += 2 * layout_.slice(u) * (replicas - 1) / replicas * SizeOf(options_.wire_type);
     replica_sums_[u] = options_.replicas->AllReduce(slice, slice, layout_.slice(u),
-                                                    DataType::kFloat32, ReduceOp::kAvg);
+                                                    options_.wire_type, ReduceOp::kAvg);
     ++next_replica_to_issue_;
   }
   return absl::OkStatus();
@@ -165,12 +180,57 @@ void ZeroReducer::IssueReadyUnits() {
   while (next_to_issue_ < units) {
     const int u = units - 1 - next_to_issue_;
     if (!ready_[u]) return;
-    bytes_sent_ += layout_.slice(u) * (layout_.ranks() - 1) * sizeof(float);
-    // Stage 1: in place, GradSlice(u) being this rank's block of GradientsFor(u).
-    reductions_[u] = comm_->ReduceScatter(GradientsFor(u), GradSlice(u), layout_.slice(u),
-                                          DataType::kFloat32, ReduceOp::kAvg);
+    bytes_sent_ += layout_.slice(u) * (layout_.ranks() - 1) * SizeOf(options_.wire_type);
+    if (options_.wire_type != DataType::kFloat32) {
+      Narrow(u);
+      // In place: WireSlice(u) is this rank's block of WireOf(u).
+      reductions_[u] = comm_->ReduceScatter(WireOf(u), WireSlice(u), layout_.slice(u),
+                                            options_.wire_type, ReduceOp::kAvg);
+    } else {
+      // Stage 1: in place, GradSlice(u) being this rank's block of GradientsFor(u).
+      reductions_[u] = comm_->ReduceScatter(GradientsFor(u), GradSlice(u), layout_.slice(u),
+                                            DataType::kFloat32, ReduceOp::kAvg);
+    }
     ++next_to_issue_;
   }
+}
+
+uint16_t* ZeroReducer::WireOf(int u) { return reinterpret_cast<uint16_t*>(wire_[u]); }
+
+uint16_t* ZeroReducer::WireSlice(int u) {
+  return WireOf(u) + static_cast<size_t>(comm_->rank()) * layout_.slice(u);
+}
+
+void ZeroReducer::Narrow(int u) {
+  const size_t length = layout_.unit(u).length;
+  // A copy left by a pass that failed before Finish is reused: it is the same size.
+  if (wire_[u] == nullptr) wire_[u] = wire_pool_.Take((length + 1) / 2, false);
+  if (options_.wire_type == DataType::kBFloat16) {
+    FloatToBFloat16(GradientsFor(u), WireOf(u), length);
+  } else {
+    FloatToHalf(GradientsFor(u), WireOf(u), length);
+  }
+  // Stages 2-3: the rounded copy is what travels; the full gradient is not needed any more.
+  if (unit_grads_[u] != nullptr) {
+    grad_pool_.Give(unit_grads_[u], length);
+    unit_grads_[u] = nullptr;
+  }
+}
+
+void ZeroReducer::Widen(int u) {
+  if (options_.wire_type == DataType::kBFloat16) {
+    BFloat16ToFloat(WireSlice(u), GradSlice(u), layout_.slice(u));
+  } else {
+    HalfToFloat(WireSlice(u), GradSlice(u), layout_.slice(u));
+  }
+  wire_pool_.Give(wire_[u], (layout_.unit(u).length + 1) / 2);
+  wire_[u] = nullptr;
+}
+
+bool ZeroReducer::Reduced(int u) const {
+  const int order = layout_.num_units() - 1 - u;  // units are issued last first
+  if (options_.replicas == nullptr) return order < next_to_issue_ && reductions_[u].Test();
+  return order < next_replica_to_issue_ && replica_sums_[u].Test();
 }
 
 void ZeroReducer::ReleaseReducedGradients() {
@@ -180,6 +240,9 @@ void ZeroReducer::ReleaseReducedGradients() {
     if (layout_.num_units() - 1 - u >= next_to_issue_) continue;
     grad_pool_.Give(unit_grads_[u], layout_.unit(u).length);
     unit_grads_[u] = nullptr;
+  }
+  for (int u = 0; u < layout_.num_units(); ++u) {
+    if (wire_[u] != nullptr && Reduced(u)) Widen(u);
   }
 }
 
@@ -213,7 +276,10 @@ absl::Status ZeroReducer::Finish() {
     s = Wait(replica_sums_[u], "all-reduce across replicas", u);
     if (first.ok()) first = s;
   }
-  if (options_.stage >= 2) ReleaseReducedGradients();
+  // Stages 2-3: the full gradients go back. 16-bit wire: every slice whose collectives are over
+  // is widened (a failed one's garbage, with the error returned); one still running after a
+  // timeout keeps its copy.
+  ReleaseReducedGradients();
   return first;
 }
 

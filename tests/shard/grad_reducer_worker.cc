@@ -2,7 +2,8 @@
 // every check passed; otherwise prints what differed and exits 1.
 //
 // Gradients hold small integers scaled per rank, so the sum over ranks is exact and the average
-// must equal fl(sum / size) bit for bit.
+// must equal fl(sum / size) bit for bit. With a 16-bit wire they hold reducer_checks.h's values,
+// whose rounded sums are exact too.
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,28 +17,21 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "reducer_checks.h"
 #include "time_scale.h"
 #include "weft/comm/communicator.h"
+#include "weft/kernels/dtype.h"
 #include "weft/shard/grad_reducer.h"
 
 namespace {
 
+using weft::DataType;
+using weft::testing::Check;
+using weft::testing::CheckOk;
+using weft::testing::failures;
+using weft::testing::rank;
 using weft::testing::Scaled;
 using weft::testing::TimeScale;
-
-int failures = 0;
-int rank = 0;
-
-void Check(bool ok, const std::string& what) {
-  if (!ok) {
-    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what.c_str());
-    ++failures;
-  }
-}
-
-void CheckOk(const absl::Status& s, const std::string& what) {
-  Check(s.ok(), absl::StrCat(what, ": ", s.ToString()));
-}
 
 float Value(int r, size_t grad, size_t i) {
   return static_cast<float>((r + 1) * static_cast<int>((grad * 7 + i) % 13));
@@ -164,6 +158,93 @@ void TestBucketsAndAverages(weft::Communicator* comm) {
   Check(absl::IsFailedPrecondition(red.MarkReady(0)), "MarkReady outside a pass");
 }
 
+// A 16-bit wire over contiguous and staged buckets: every element is the documented average of
+// the ranks' rounded values; explicitly the gradients' own type, the plain average.
+void TestWireTypes(weft::Communicator* comm) {
+  std::vector<int> all(comm->size());
+  for (int r = 0; r < comm->size(); ++r) all[r] = r;
+  const std::vector<size_t> counts = {10, 3, 100, 20, 20, 5, 8, 16, 30, 2};
+  size_t elements = 0;
+  for (size_t n : counts) elements += n;
+  for (DataType wire : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+    const std::string name = weft::Name(wire);
+    Grads grads(counts, 6);
+    weft::shard::GradReducerOptions options;
+    options.first_bucket_cap_bytes = 64;
+    options.bucket_cap_bytes = 256;
+    options.wire_type = wire;
+    auto reducer = weft::shard::GradReducer::Create(comm, grads.views, options);
+    CheckOk(reducer.status(), absl::StrCat("Create, wire ", name));
+    if (!reducer.ok()) continue;
+    weft::shard::GradReducer& red = **reducer;
+    Check(red.wire_type() == wire, absl::StrCat("wire_type() for ", name));
+    size_t staged = 0, contiguous = 0, staged_bytes = 0;
+    for (int b = 0; b < red.plan().num_buckets(); ++b) {
+      const weft::shard::Bucket& bucket = red.plan().bucket(b);
+      ++(bucket.contiguous != nullptr ? contiguous : staged);
+      if (bucket.contiguous == nullptr) staged_bytes += bucket.bytes;
+    }
+    Check(staged > 0 && contiguous > 0, "the plan must hold contiguous and staged buckets");
+    // The gradients' own type stages the packed buckets; a 16-bit wire every element, 2 bytes.
+    const size_t staging = wire == DataType::kFloat32 ? staged_bytes : 2 * elements;
+    Check(red.staging_bytes() == staging,
+          absl::StrCat(name, ": staging_bytes ", red.staging_bytes(), ", expected ", staging));
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t k = 0; k < counts.size(); ++k) {
+        auto* data = static_cast<float*>(grads.views[k].data);
+        for (size_t i = 0; i < counts[k]; ++i) data[i] = weft::testing::WireValue(rank, k, i);
+      }
+      red.BeginBackward(/*sync=*/true);
+      for (size_t k = counts.size(); k-- > 0;) CheckOk(red.MarkReady(k), "MarkReady");
+      CheckOk(red.Finish(Scaled(absl::Seconds(30))), absl::StrCat("Finish, wire ", name));
+      int wrong = 0;
+      for (size_t k = 0; k < counts.size(); ++k) {
+        const auto* data = static_cast<const float*>(grads.views[k].data);
+        for (size_t i = 0; i < counts[k]; ++i) {
+          const float expected = weft::testing::WireAverage(wire, all, k, i);
+          if (data[i] != expected && wrong++ < 4) {
+            std::fprintf(stderr, "rank %d: wire %s: g%zu[%zu] = %a, expected %a\n", rank,
+                         name.c_str(), k, i, data[i], expected);
+          }
+        }
+      }
+      Check(wrong == 0, absl::StrCat("wire ", name, ", pass ", pass, ": ", wrong, " wrong"));
+    }
+  }
+}
+
+// A rank asking for another wire type than its peers fails on every rank; a wire type that is
+// neither the gradients' nor a 16-bit float is refused, named.
+void TestWireMisuse(weft::Communicator* comm) {
+  Grads grads({16, 16}, 2);
+  weft::shard::GradReducerOptions options;
+  for (DataType bad : {DataType::kInt32, DataType::kFloat64, static_cast<DataType>(42)}) {
+    options.wire_type = bad;
+    auto reducer = weft::shard::GradReducer::Create(comm, grads.views, options);
+    Check(absl::IsInvalidArgument(reducer.status()) &&
+              absl::StrContains(reducer.status().message(), weft::Name(bad)),
+          absl::StrCat("invalid wire type ", weft::Name(bad), ": ", reducer.status().ToString()));
+  }
+  options.type = DataType::kFloat64;  // 16-bit wires are for float gradients only
+  options.wire_type = DataType::kBFloat16;
+  auto wide = weft::shard::GradReducer::Create(comm, grads.views, options);
+  Check(absl::IsInvalidArgument(wide.status()) &&
+            absl::StrContains(wide.status().message(), "bfloat16"),
+        absl::StrCat("bf16 wire for double gradients: ", wide.status().ToString()));
+  if (comm->size() < 2) return;
+  options.type = DataType::kFloat32;
+  options.wire_type = rank == 1 ? DataType::kFloat16 : DataType::kBFloat16;
+  auto reducer = weft::shard::GradReducer::Create(comm, grads.views, options);
+  // Every rank sees rank 1 (or rank 1 sees rank 0) differ, and the message names both types.
+  const std::string types =
+      rank == 1 ? "wire half here, bfloat16 there" : "wire bfloat16 here, half there";
+  Check(
+      absl::IsFailedPrecondition(reducer.status()) &&
+          absl::StrContains(reducer.status().message(), "differs from rank") &&
+          absl::StrContains(reducer.status().message(), types),
+      absl::StrCat("mismatched wire types must fail on every rank: ", reducer.status().ToString()));
+}
+
 void TestPlanMismatch(weft::Communicator* comm) {
   if (comm->size() < 2) return;
   std::vector<size_t> counts = {4, 4, 4};
@@ -211,6 +292,8 @@ int main() {
   }
   rank = (*comm)->rank();
   TestBucketsAndAverages(comm->get());
+  TestWireTypes(comm->get());
+  TestWireMisuse(comm->get());
   TestPlanMismatch(comm->get());
   TestDeadline(comm->get());
   if (failures == 0 && rank == 0) std::printf("grad_reducer_worker: all checks passed\n");

@@ -17,16 +17,26 @@
 // unpacked by Finish. Averaging is exact in the sense of kAvg: the sum over ranks, divided once
 // by the rank count.
 //
+// Mixed precision's 16-bit wire (GradReducerOptions::wire_type kFloat16 or kBFloat16 for kFloat32
+// gradients) halves the bytes sent: when a bucket is issued its gradients are rounded (to nearest,
+// ties to even) into a 16-bit staging buffer, contiguous or not, which is all-reduced (kAvg) as
+// that type; Finish widens the result back into the gradients. Each element is then
+// fp32(avg16(round16(g_0), ..., round16(g_n-1))): the ranks' rounded gradients summed and divided
+// as the collective does for that type. staging_bytes() counts the staging either way.
+//
 // Create is collective: every rank must register the same gradients (names and sizes) in the same
-// order; the plan's hash is compared across ranks and a mismatch is an error that names both
-// ranks. With sync = false (gradient accumulation's non-final micro-steps, "no_sync") nothing is
-// communicated and Finish only checks that every gradient was marked.
+// order with the same wire type; the plan's hash and the wire type are compared across ranks and
+// a mismatch is an error that names both ranks. With sync = false (gradient accumulation's
+// non-final micro-steps, "no_sync") nothing is communicated and Finish only checks that every
+// gradient was marked.
 //
 // Not thread-safe: one thread runs backward and calls MarkReady and Finish.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +52,9 @@ namespace weft::shard {
 // The plan's options (type: a floating-point type) and the bound on Create's plan check.
 struct GradReducerOptions : BucketPlanOptions {
   absl::Duration timeout = absl::Seconds(300);
+  // The type the all-reduces run in: unset or `type` itself, or kFloat16 / kBFloat16 when `type`
+  // is kFloat32. Bucket caps still count bytes of `type`.
+  std::optional<DataType> wire_type;
 };
 
 class GradReducer {
@@ -65,6 +78,12 @@ class GradReducer {
   absl::Status Finish(absl::Duration timeout);
 
   const BucketPlan& plan() const { return plan_; }
+  // The type the all-reduces run in.
+  DataType wire_type() const { return wire_type_; }
+  // Bytes of staging this reducer holds for the whole of its life: the packed buckets when the
+  // wire type is the gradients' type (contiguous ones reduce in place), else every bucket at the
+  // wire type's width. What it costs beyond the gradients themselves.
+  size_t staging_bytes() const { return staging_bytes_; }
   // Buckets whose all-reduce has been issued in the current pass.
   int buckets_issued() const { return next_to_issue_; }
   // Time the last Finish spent blocked on communication (the part backward did not hide).
@@ -74,7 +93,8 @@ class GradReducer {
   // Per plan bucket, what one pass needs.
   struct BucketState {
     size_t pending = 0;                  // gradients not yet ready in this pass
-    std::vector<unsigned char> staging;  // empty for a contiguous bucket
+    std::vector<unsigned char> staging;  // same type: the packed bucket; empty when contiguous
+    std::vector<uint16_t> narrow;        // 16-bit wire: the bucket rounded; else empty
     Work work;
   };
 
@@ -82,18 +102,23 @@ class GradReducer {
               const GradReducerOptions& options, BucketPlan plan);
   absl::Status CheckPlanAcrossRanks();
   void IssueReadyBuckets();
+  // 16-bit wire: rounds bucket b's gradients into its narrow buffer, and widens them back.
+  void Narrow(int b);
+  void Widen(int b);
   std::string Describe(int b) const;
 
   Communicator* comm_;
   std::vector<Gradient> gradients_;
   GradReducerOptions options_;
   size_t element_size_;
+  DataType wire_type_;
   BucketPlan plan_;
   std::vector<BucketState> state_;  // per bucket
   std::vector<char> ready_;         // per gradient, this pass
   bool in_pass_ = false;
   bool sync_ = true;
   int next_to_issue_ = 0;
+  size_t staging_bytes_ = 0;
   absl::Duration last_wait_;
 };
 

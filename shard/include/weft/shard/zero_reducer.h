@@ -18,8 +18,9 @@
 //
 //   stage 1  the reduce-scatters are issued by Finish, in place in `grads`: GradSlice(u) is this
 //            rank's owned range of unit u there (the rest of the unit holds partial sums after
-//            it). Parameter slices live in place in `params` (ParamSlice(u) is the owned range),
-//            and GatherParams all-gathers every unit in place.
+//            it, or under a 16-bit wire this rank's own gradient). Parameter slices live in place
+//            in `params` (ParamSlice(u) is the owned range), and GatherParams all-gathers every
+//            unit in place.
 //   stage 2  a unit's full gradient lives in a pooled buffer (GradientsFor(u), zeroed, BufferPool)
 //            from backward's first write to the completion of its reduce-scatter, which is issued
 //            as soon as the unit is ready; `grads` is not used, and the gradient slices are kept
@@ -35,8 +36,17 @@
 // slices in the other groups). After a unit's reduce-scatter inside the group, its slice of the
 // gradient is all-reduced (averaged) across the replicas, issued in the same fixed order.
 //
-// Create is collective: every rank must pass the same layout (its hash is compared, and a mismatch
-// names both ranks). Not thread-safe: one thread runs the passes and calls everything here.
+// Mixed precision's 16-bit wire (ZeroOptions::wire_type kFloat16 or kBFloat16) halves the
+// gradient traffic: when a unit is issued its gradient is rounded (to nearest, ties to even) into
+// a pooled 16-bit copy (stages 2-3 then give the full fp32 gradient back at once), which is
+// reduce-scattered (kAvg) in place as that type; under hybrid sharding this rank's 16-bit slice is
+// then all-reduced across the replicas, still 16-bit, once the reduce-scatter has completed. Only
+// after the unit's last collective is the slice widened into GradSlice(u) (by Finish at the
+// latest) and the copy returned. Parameter all-gathers stay fp32.
+//
+// Create is collective: every rank must pass the same layout and wire type (the layout's hash,
+// with the wire type mixed in, is compared, and a mismatch names both ranks). Not thread-safe: one
+// thread runs the passes and calls everything here.
 #pragma once
 
 #include <cstddef>
@@ -49,6 +59,7 @@
 #include "absl/time/time.h"
 #include "weft/comm/communicator.h"
 #include "weft/comm/work.h"
+#include "weft/kernels/dtype.h"
 #include "weft/shard/buffer_pool.h"
 #include "weft/shard/flat_buffer.h"
 #include "weft/shard/shard_layout.h"
@@ -64,6 +75,8 @@ struct ZeroOptions {
   // Hybrid sharding: the ranks that hold this rank's slices in the other shard groups (null:
   // `comm` is every rank). Must outlive the reducer.
   Communicator* replicas = nullptr;
+  // The type gradients are reduced in: kFloat32 (the gradients' own), kFloat16 or kBFloat16.
+  DataType wire_type = DataType::kFloat32;
 };
 
 class ZeroReducer {
@@ -119,14 +132,18 @@ class ZeroReducer {
 
   // Time blocked on communication since the last TakeWait().
   absl::Duration TakeWait();
-  // Bytes this rank has sent in reduce-scatters and parameter all-gathers so far, counted as a
-  // ring sends them ((N-1)/N of each collective's buffer): the algorithm-independent volume the
-  // ZeRO paper's traffic model counts.
+  // Bytes this rank has sent in reduce-scatters, replica all-reduces and parameter all-gathers so
+  // far, counted as a ring sends them ((N-1)/N of each collective's buffer, twice for an
+  // all-reduce): the algorithm-independent volume the ZeRO paper's traffic model counts. Gradient
+  // elements count at the wire type's width.
   uint64_t bytes_sent() const { return bytes_sent_; }
   // The most bytes of full gradients (stages 2-3), and of gathered parameters (stage 3), held at
   // once so far.
   size_t peak_gradient_bytes() const { return grad_pool_.peak_bytes(); }
   size_t peak_gathered_bytes() const { return param_pool_.peak_bytes(); }
+  // 16-bit wire: the most bytes of the units' rounded gradient copies held at once so far (a few
+  // pad bytes per buffer included); 0 otherwise.
+  size_t peak_wire_bytes() const { return wire_pool_.peak_bytes(); }
 
  private:
   ZeroReducer(Communicator* comm, ShardLayout layout, FlatBuffer* grads, FlatBuffer* params,
@@ -136,8 +153,19 @@ class ZeroReducer {
   // Hybrid: issues, in order, the replica all-reduce of every unit whose reduce-scatter has
   // completed (`wait`: waiting for each in turn).
   absl::Status IssueReplicaReductions(bool wait);
-  // Releases the gradients of units whose reduce-scatter has completed (stages 2-3).
+  // Releases the gradients of units whose reduce-scatter has completed (stages 2-3), and widens
+  // the 16-bit slices of units whose last collective has completed.
   void ReleaseReducedGradients();
+  // Unit u's last collective of this pass (the replica all-reduce under hybrid sharding) has been
+  // issued and has completed.
+  bool Reduced(int u) const;
+  // 16-bit wire: unit u's rounded copy, and this rank's slice of it.
+  uint16_t* WireOf(int u);
+  uint16_t* WireSlice(int u);
+  // 16-bit wire: rounds unit u's gradient into a pooled copy (stages 2-3 give the gradient back).
+  void Narrow(int u);
+  // 16-bit wire: widens this rank's reduced slice into GradSlice(u) and returns the copy.
+  void Widen(int u);
   absl::Status Wait(Work& work, const char* what, int u);
   Work GatherUnit(int u, float* into);
 
@@ -154,7 +182,10 @@ class ZeroReducer {
   std::vector<float*> unit_grads_;   // per unit (stages 2-3): its pooled gradient, or null
   std::vector<float*> gathered_;     // per unit (stage 3): its pooled parameters, or null
   std::vector<Work> gathers_;        // per unit (stage 3): the gather into gathered_
-  BufferPool grad_pool_, param_pool_;
+  // Per unit (16-bit wire): its rounded gradient from issue until widened, or null. Pool storage
+  // that is only ever accessed as uint16_t (taken unzeroed, never read as float).
+  std::vector<float*> wire_;
+  BufferPool grad_pool_, param_pool_, wire_pool_;
   int next_to_issue_ = 0;          // counts units issued, last unit first
   int next_replica_to_issue_ = 0;  // the same for the replica all-reduces
   bool in_pass_ = false;
