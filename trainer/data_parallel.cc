@@ -17,6 +17,13 @@ namespace {
 
 constexpr absl::Duration kCommTimeout = absl::Seconds(120);
 
+// The type gradients are reduced in over the data-parallel ranks (grad_reduce_dtype).
+DataType WireType(const Config& config) {
+  return config.grad_reduce_dtype == "bf16"   ? DataType::kBFloat16
+         : config.grad_reduce_dtype == "fp16" ? DataType::kFloat16
+                                              : DataType::kFloat32;
+}
+
 }  // namespace
 
 std::vector<int> DataParallel::ShardGroup(const Config& config, const Communicator* comm) {
@@ -83,6 +90,7 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const Config&
     if (!shards.ok()) return shards.status();
     dp->adam_ = std::make_unique<AdamW>(layout, settings, shards->owned(shard_comm->rank()));
     options.stage = config.zero;
+    options.wire_type = WireType(config);
     options.max_gathered_bytes = static_cast<size_t>(config.max_gathered_mb * (1 << 20));
     options.timeout = kCommTimeout;
     absl::StatusOr<std::unique_ptr<shard::ZeroReducer>> zero = shard::ZeroReducer::Create(
@@ -103,6 +111,7 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const Config&
   options.bucket_cap_bytes = static_cast<size_t>(config.bucket_cap_mb * (1 << 20));
   options.first_bucket_cap_bytes = static_cast<size_t>(config.first_bucket_mb * (1 << 20));
   options.timeout = kCommTimeout;
+  options.wire_type = WireType(config);
   absl::StatusOr<std::unique_ptr<shard::GradReducer>> reducer =
       shard::GradReducer::Create(comm, std::move(grads), options);
   if (!reducer.ok()) return reducer.status();
@@ -176,7 +185,10 @@ absl::Status DataParallel::FinishBackward(absl::Duration* comm_wait) {
   if (reducer_ != nullptr && reducer_->buckets_issued() > 0) {
     const int n = comm_->size();
     for (int b = 0; b < reducer_->plan().num_buckets(); ++b) {
-      pending_bytes_ += 2 * reducer_->plan().bucket(b).bytes * (n - 1) / n;
+      // Bucket bytes count fp32 gradients; the wire may carry 16-bit ones.
+      const uint64_t wire =
+          reducer_->plan().bucket(b).bytes / sizeof(float) * SizeOf(reducer_->wire_type());
+      pending_bytes_ += 2 * wire * (n - 1) / n;
     }
   }
   if (reducer_ != nullptr) {
@@ -445,12 +457,7 @@ DataParallel::MemoryFigures DataParallel::Memory() const {
   if (zero_ == nullptr) {
     m.params = m.grads = flat;
     m.working = model_->working_param_bytes();
-    if (reducer_ != nullptr) {
-      for (int b = 0; b < reducer_->plan().num_buckets(); ++b) {
-        const shard::Bucket& bucket = reducer_->plan().bucket(b);
-        if (bucket.contiguous == nullptr) m.buckets += bucket.bytes;  // staged, not in place
-      }
-    }
+    if (reducer_ != nullptr) m.buckets = reducer_->staging_bytes();
     return m;
   }
   const size_t shard = zero_->layout().shard_size() * sizeof(float);
@@ -458,7 +465,7 @@ DataParallel::MemoryFigures DataParallel::Memory() const {
   m.grads = zero_->stage() == 1 ? flat : shard;   // full gradients, or their slices
   m.gathered = zero_->peak_gathered_bytes();
   m.working = model_->working_param_bytes();
-  m.buckets = zero_->peak_gradient_bytes();
+  m.buckets = zero_->peak_gradient_bytes() + zero_->peak_wire_bytes();
   return m;
 }
 

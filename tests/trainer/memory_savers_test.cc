@@ -64,7 +64,8 @@ TEST_F(TrainTest, RecomputationIsBitIdentical) {
   }
 }
 
-// Every layout of a bf16 (and an fp16) run follows the single rank's run of the same precision.
+// Every layout of a bf16 (and an fp16) run follows the single rank's run of the same precision,
+// also with the gradients reduced in bf16.
 // Each rank rounds the same values at the same places, but the layouts' fp32 sums differ in their
 // last bits, and a value near a rounding boundary of a 16-bit format then rounds one way on one
 // layout and the other way on another: a relative change of 2^-8 (bf16) in that element. Losses
@@ -77,7 +78,9 @@ TEST_F(TrainTest, MixedPrecisionLayoutsMatchSingleRank) {
                                 {2, 2, 1, "tcp", "grad_reduce_dtype=fp32"},
                                 {2, 1, 3},
                                 {2, 1, 0, "auto", "tp=2,sequence_parallel=true"},
-                                {2, 1, 1, "auto", "pp=2,micro_batches=2"}},
+                                {2, 1, 1, "auto", "pp=2,micro_batches=2"},
+                                {2, 1, 0, "auto", "grad_reduce_dtype=bf16"},
+                                {2, 2, 2, "auto", "grad_reduce_dtype=bf16"}},
                                "n_head=4,precision=bf16", mixed);
   ExpectLayoutsMatchSingleRank({{2, 1, 1}}, "n_head=4,precision=fp16", mixed);
 }
@@ -101,6 +104,21 @@ TEST_F(TrainTest, MixedPrecisionFollowsFp32WithFewerActivationBytes) {
             << p << " step " << step << " " << key << ": " << got.at(step) << " vs " << value;
       }
     }
+  }
+}
+
+// grad_reduce_dtype=bf16 sends the gradients in 16 bits: half the bytes of an all-reduce (ZeRO-0)
+// and of the reduce-scatters (ZeRO-2, whose parameter all-gathers stay fp32).
+TEST_F(TrainTest, GradReduceDtypeHalvesTheGradientBytes) {
+  for (int zero : {0, 2}) {
+    for (const char* dtype : {"fp32", "bf16"}) {
+      ExpectOk(Train(2, absl::StrCat(dtype, zero),
+                     SetArgs(absl::StrCat("precision=bf16,steps=2,zero=", zero,
+                                          ",grad_reduce_dtype=", dtype))));
+    }
+    const long long fp32 = std::stoll(Metric(absl::StrCat("fp32", zero), "comm_bytes")[2]);
+    const long long bf16 = std::stoll(Metric(absl::StrCat("bf16", zero), "comm_bytes")[2]);
+    EXPECT_EQ(zero == 0 ? 2 * bf16 : 4 * bf16, zero == 0 ? fp32 : 3 * fp32) << "zero=" << zero;
   }
 }
 
