@@ -263,9 +263,12 @@ absl::Status Validate(const Config& c, int world_size) {
   require(is_dtype(c.grad_reduce_dtype),
           absl::StrCat("grad_reduce_dtype must be fp32, bf16 or fp16 (got \"", c.grad_reduce_dtype,
                        "\")"));
-  require(c.offload == "none" || c.offload == "optimizer",
-          absl::StrCat("offload must be none or optimizer (got \"", c.offload,
-                       "\"; parameters are not offloaded yet)"));
+  require(c.offload == "none" || c.offload == "optimizer" || c.offload == "optimizer+params",
+          absl::StrCat("offload must be none, optimizer or optimizer+params (got \"", c.offload,
+                       "\")"));
+  require(c.offload != "optimizer+params" || c.zero == 3,
+          absl::StrCat("offload=optimizer+params needs zero=3 (got zero=", c.zero,
+                       "): only ZeRO-3 keeps parameters as slices apart from the units in use"));
   require(c.memory_budget.empty() || ParseByteSize(c.memory_budget).has_value(),
           absl::StrCat("memory_budget \"", c.memory_budget,
                        "\" is not a size (bytes, or with K, M or G: \"512M\", \"2G\")"));

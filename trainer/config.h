@@ -90,10 +90,12 @@ struct Config {
   // Testing: at this step (from 0), rank 0's gradient gets an infinity before the overflow check
   // (-1: never).
   int inject_overflow_step = -1;
-  // Offload (offload/): "none" or "optimizer" (AdamW's moments in files under offload_dir, default
-  // OUT/offload, streamed through each step). memory_budget ("512M", "2G"; empty: none) offloads
-  // what the per-rank figures say must go. Disk tiles are offload_tile_blocks blocks of
-  // offload_block_kb KiB at most (fewer and smaller for small moments, down to 64 KiB blocks).
+  // Offload (offload/): "none", "optimizer" (AdamW's moments in files under offload_dir, default
+  // OUT/offload, streamed through each step) or "optimizer+params" (zero=3: this rank's parameter
+  // slices too, read before each unit's gather). memory_budget ("512M", "2G"; empty: none)
+  // offloads what the per-rank figures say must go, moments first. Disk tiles are
+  // offload_tile_blocks blocks of offload_block_kb KiB at most (fewer and smaller for small
+  // moments, down to 64 KiB blocks).
   std::string offload = "none";
   std::string offload_dir;
   std::string memory_budget;

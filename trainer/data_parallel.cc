@@ -97,7 +97,7 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const Config&
         shard_comm, *std::move(shards), &model->grad_buffer(), &model->param_buffer(), options);
     if (!zero.ok()) return zero.status();
     dp->zero_ = std::move(*zero);
-    dp->zero_->LoadShard();
+    if (absl::Status s = dp->zero_->LoadShard(); !s.ok()) return s;
     if (config.zero >= 2) model->set_hooks(dp.get());
     return dp;
   }
@@ -119,8 +119,8 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const Config&
   return dp;
 }
 
-void DataParallel::ParamsLoaded() {
-  if (zero_ != nullptr) zero_->LoadShard();
+absl::Status DataParallel::ParamsLoaded() {
+  return zero_ != nullptr ? zero_->LoadShard() : absl::OkStatus();
 }
 
 void DataParallel::ZeroGrads() {
@@ -381,10 +381,12 @@ std::vector<shard::SavedPiece> DataParallel::CheckpointPieces() {
       if (first >= last) continue;
       const size_t in_slice = first - owned.begin;
       const size_t moment = shards.shard_offset(u) + in_slice;
-      AddPieces(
-          t, first - view.offset, last - first,
-          {zero_->ParamSlice(u) + in_slice, adam_->m().data() + moment, adam_->v().data() + moment},
-          &pieces);
+      AddPieces(t, first - view.offset, last - first,
+                {(slices_ != nullptr ? fetched_params_.data() + shards.shard_offset(u)
+                                     : zero_->ParamSlice(u)) +
+                     in_slice,
+                 adam_->m().data() + moment, adam_->v().data() + moment},
+                &pieces);
     }
   }
   return pieces;
@@ -415,7 +417,7 @@ absl::Status DataParallel::LoadCheckpoint(const shard::CheckpointReader& reader,
       }
     }
   }
-  ParamsLoaded();
+  if (absl::Status s = ParamsLoaded(); !s.ok()) return s;
   if (absl::Status s = adam_->FetchMoments(); !s.ok()) return s;
   for (const auto& [range, compact] : MomentRanges()) {
     for (size_t t = 0; t < saved.size(); ++t) {
@@ -442,11 +444,60 @@ absl::Status DataParallel::LoadCheckpoint(const shard::CheckpointReader& reader,
   return adam_->StoreMoments();
 }
 
-absl::Status DataParallel::OffloadOptimizer(offload::TieredStore* store) {
-  // A step streams both moments, each through (prefetch + 2) staging tiles (tile_stream.h).
-  offload_staging_bytes_ = 2 * (offload::StreamOptions().prefetch + 2) *
+// ZeRO-3's parameter slices in the store: unit u's is array AdamW::ParamArray(u) (the optimizer's
+// owned range u is the unit's slice).
+class DataParallel::OffloadedSlices : public shard::SliceStore {
+ public:
+  OffloadedSlices(offload::TieredStore* store, const shard::ShardLayout* layout)
+      : store_(store), layout_(layout) {}
+  absl::Status Fetch(int unit, float* into) override {
+    return store_->Read(AdamW::ParamArray(unit), absl::MakeSpan(into, layout_->slice(unit)));
+  }
+  absl::Status Store(int unit, const float* from) override {
+    const std::string name = AdamW::ParamArray(unit);
+    const absl::Span<const float> slice = absl::MakeConstSpan(from, layout_->slice(unit));
+    return store_->Contains(name) ? store_->Write(name, slice)
+                                  : store_->Add(name, offload::Tier::kDisk, slice);
+  }
+
+ private:
+  offload::TieredStore* store_;
+  const shard::ShardLayout* layout_;
+};
+
+absl::Status DataParallel::OffloadOptimizer(offload::TieredStore* store, bool params) {
+  if (params) {
+    if (zero_ == nullptr || zero_->stage() < 3) {
+      return absl::FailedPreconditionError(
+          "offload=optimizer+params needs zero=3: only ZeRO-3 keeps parameters as slices apart "
+          "from the units in use");
+    }
+    slices_ = std::make_unique<OffloadedSlices>(store, &zero_->layout());
+    if (absl::Status s = zero_->MoveSlicesTo(slices_.get()); !s.ok()) return s;
+  }
+  // A step streams each moment (and the parameters), each through (prefetch + 2) staging tiles.
+  offload_staging_bytes_ = (params ? 3 : 2) * (offload::StreamOptions().prefetch + 2) *
                            (store->tile_floats() * sizeof(float) + offload::kTileHeaderBytes);
-  return adam_->Offload(store);
+  return adam_->Offload(store, params);
+}
+
+absl::Status DataParallel::FetchOffloaded() {
+  if (slices_ != nullptr) {
+    const shard::ShardLayout& shards = zero_->layout();
+    fetched_params_.resize(shards.shard_size());
+    for (int u = 0; u < shards.num_units(); ++u) {
+      if (absl::Status s = slices_->Fetch(u, fetched_params_.data() + shards.shard_offset(u));
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  return adam_->FetchMoments();
+}
+
+absl::Status DataParallel::ReleaseOffloaded() {
+  std::vector<float>().swap(fetched_params_);
+  return adam_->StoreMoments();
 }
 
 DataParallel::MemoryFigures DataParallel::Memory() const {
@@ -461,8 +512,8 @@ DataParallel::MemoryFigures DataParallel::Memory() const {
     return m;
   }
   const size_t shard = zero_->layout().shard_size() * sizeof(float);
-  m.params = zero_->stage() <= 2 ? flat : shard;  // full parameters, or their slices
-  m.grads = zero_->stage() == 1 ? flat : shard;   // full gradients, or their slices
+  m.params = zero_->stage() <= 2 ? flat : slices_ != nullptr ? 0 : shard;  // full, slices, none
+  m.grads = zero_->stage() == 1 ? flat : shard;  // full gradients, or their slices
   m.gathered = zero_->peak_gathered_bytes();
   m.working = model_->working_param_bytes();
   m.buckets = zero_->peak_gradient_bytes() + zero_->peak_wire_bytes();

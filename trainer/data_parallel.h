@@ -70,7 +70,7 @@ class DataParallel : public UnitHooks {
   static size_t PadQuantum(const Config& config, const Communicator* comm);
 
   // The model's parameters were overwritten (a checkpoint): ZeRO takes its slices again.
-  void ParamsLoaded();
+  absl::Status ParamsLoaded();
   // Zeroes the gradients before a step.
   void ZeroGrads();
   // Starts a backward pass; sync = false (accumulation's non-final micro-steps) communicates
@@ -93,15 +93,24 @@ class DataParallel : public UnitHooks {
   absl::Status GatherForInference();
 
   // Moves AdamW's moments to disk arrays of `store` (which must outlive this); Update then
-  // streams them (optimizer.h).
-  absl::Status OffloadOptimizer(offload::TieredStore* store);
+  // streams them (optimizer.h). With `params` (ZeRO-3 only), this rank's parameter slices too:
+  // each unit's slice is read back just before the unit is gathered, and the update streams them.
+  absl::Status OffloadOptimizer(offload::TieredStore* store, bool params = false);
+  bool params_offloaded() const { return slices_ != nullptr; }
   // How long the last Update's AdamW step took (with offloaded moments: their I/O included).
   absl::Duration optimizer_time() const { return optimizer_time_; }
   // Bytes of AdamW's moments this rank keeps (in memory or offloaded).
   size_t moment_bytes() const { return 2 * adam_->owned_size() * sizeof(float); }
-  // Offloaded moments into memory for a checkpoint (CheckpointPieces points at them), and back.
-  absl::Status FetchOffloaded() { return adam_->FetchMoments(); }
-  absl::Status ReleaseOffloaded() { return adam_->StoreMoments(); }
+  // Elements of each range the optimizer updates (its offloaded arrays' sizes).
+  const std::vector<size_t>& optimizer_ranges() const { return adam_->range_sizes(); }
+  // Bytes of ZeRO-3's parameter slices on this rank (0 under the other stages: not offloadable).
+  size_t param_slice_bytes() const {
+    return zero_ != nullptr && zero_->stage() == 3 ? zero_->layout().shard_size() * sizeof(float)
+                                                   : 0;
+  }
+  // Offloaded state into memory for a checkpoint (CheckpointPieces points at it), and back.
+  absl::Status FetchOffloaded();
+  absl::Status ReleaseOffloaded();
 
   // This rank's share of a checkpoint (arrays: parameters, first and second moment; tensor
   // indices are the layout's): under ZeRO its slices of every unit, saved by the first shard group
@@ -177,6 +186,10 @@ class DataParallel : public UnitHooks {
   uint64_t bytes_sent_ = 0;                      // counted up to the last TakeBytesSent
   uint64_t pending_bytes_ = 0;                   // the all-reduce reducer's, since then
   size_t offload_staging_bytes_ = 0;
+  // Offloaded parameters: the ZeRO-3 slices in the store, and a copy fetched for a checkpoint.
+  class OffloadedSlices;
+  std::unique_ptr<OffloadedSlices> slices_;
+  std::vector<float> fetched_params_;
   absl::Duration optimizer_time_;
 };
 

@@ -23,6 +23,8 @@ AdamW::AdamW(const ParamLayout& layout, const AdamWSettings& settings,
       const size_t offset = first - range.begin;
       segments_.push_back({r, offset, compact + offset, last - first, t.weight_decay});
     }
+    range_size_.push_back(range.length);
+    range_compact_.push_back(compact);
     compact += range.length;
   }
   num_ranges_ = owned.size();
@@ -31,12 +33,26 @@ AdamW::AdamW(const ParamLayout& layout, const AdamWSettings& settings,
   v_.assign(compact, 0.0f);
 }
 
-absl::Status AdamW::Offload(offload::TieredStore* store) {
+std::string AdamW::MomentArray(const char* moment, size_t range) {
+  return std::string(moment) + "." + std::to_string(range);
+}
+
+std::string AdamW::ParamArray(size_t range) { return "params." + std::to_string(range); }
+
+absl::Status AdamW::Offload(offload::TieredStore* store, bool params) {
   for (auto [name, moments] : {std::pair{"adam_m", &m_}, std::pair{"adam_v", &v_}}) {
-    if (absl::Status s = store->Add(name, offload::Tier::kDisk, *moments); !s.ok()) return s;
+    for (size_t r = 0; r < num_ranges_; ++r) {
+      if (absl::Status s =
+              store->Add(MomentArray(name, r), offload::Tier::kDisk,
+                         absl::MakeConstSpan(moments->data() + range_compact_[r], range_size_[r]));
+          !s.ok()) {
+        return s;
+      }
+    }
     std::vector<float>().swap(*moments);
   }
   store_ = store;
+  offload_params_ = params;
   return absl::OkStatus();
 }
 
@@ -44,7 +60,14 @@ absl::Status AdamW::FetchMoments() {
   if (store_ == nullptr) return absl::OkStatus();
   for (auto [name, moments] : {std::pair{"adam_m", &m_}, std::pair{"adam_v", &v_}}) {
     moments->resize(owned_size_);
-    if (absl::Status s = store_->Read(name, absl::MakeSpan(*moments)); !s.ok()) return s;
+    for (size_t r = 0; r < num_ranges_; ++r) {
+      if (absl::Status s =
+              store_->Read(MomentArray(name, r),
+                           absl::MakeSpan(moments->data() + range_compact_[r], range_size_[r]));
+          !s.ok()) {
+        return s;
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -52,7 +75,14 @@ absl::Status AdamW::FetchMoments() {
 absl::Status AdamW::StoreMoments() {
   if (store_ == nullptr) return absl::OkStatus();
   for (auto [name, moments] : {std::pair{"adam_m", &m_}, std::pair{"adam_v", &v_}}) {
-    if (absl::Status s = store_->Write(name, *moments); !s.ok()) return s;
+    for (size_t r = 0; r < num_ranges_; ++r) {
+      if (absl::Status s = store_->Write(
+              MomentArray(name, r),
+              absl::MakeConstSpan(moments->data() + range_compact_[r], range_size_[r]));
+          !s.ok()) {
+        return s;
+      }
+    }
     std::vector<float>().swap(*moments);
   }
   return absl::OkStatus();
@@ -66,33 +96,44 @@ absl::Status AdamW::Step(const std::vector<float*>& params, const std::vector<co
                                              settings_.weight_decay, step_);
   const AdamWStep without_decay =
       MakeAdamWStep(settings_.beta1, settings_.beta2, settings_.eps, lr, 0.0, step_);
-  // Segment s's elements [first, first + count) of the moments, which are at m and v.
-  const auto update = [&](const Segment& s, size_t first, size_t count, float* m, float* v) {
-    const size_t at = s.offset + (first - s.compact);
-    weft::AdamW(s.decay ? with_decay : without_decay, params[s.range] + at, grads[s.range] + at, m,
-                v, count);
-  };
-  if (store_ == nullptr) {
-    for (const Segment& s : segments_) {
-      update(s, s.compact, s.count, m_.data() + s.compact, v_.data() + s.compact);
+  if (store_ != nullptr) {
+    for (size_t r = 0; r < num_ranges_; ++r) {
+      if (absl::Status s = StepRange(r, with_decay, without_decay, params, grads); !s.ok()) {
+        return s;
+      }
     }
     return absl::OkStatus();
   }
-  // Segments are in the order of their moments; a tile covers parts of some of them.
+  for (const Segment& s : segments_) {
+    weft::AdamW(s.decay ? with_decay : without_decay, params[s.range] + s.offset,
+                grads[s.range] + s.offset, m_.data() + s.compact, v_.data() + s.compact, s.count);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AdamW::StepRange(size_t r, const AdamWStep& with_decay, const AdamWStep& without_decay,
+                              const std::vector<float*>& params,
+                              const std::vector<const float*>& grads) {
+  // The range's segments, in the order of their elements; a tile covers parts of some of them.
   size_t next = 0;
-  offload::TileStream stream(store_, {{"adam_m", offload::StreamAccess::kReadWrite},
-                                      {"adam_v", offload::StreamAccess::kReadWrite}});
+  while (next < segments_.size() && segments_[next].range < r) ++next;
+  size_t end_segment = next;
+  while (end_segment < segments_.size() && segments_[end_segment].range == r) ++end_segment;
+  std::vector<offload::StreamArray> arrays = {
+      {MomentArray("adam_m", r), offload::StreamAccess::kReadWrite},
+      {MomentArray("adam_v", r), offload::StreamAccess::kReadWrite}};
+  if (offload_params_) arrays.push_back({ParamArray(r), offload::StreamAccess::kReadWrite});
+  offload::TileStream stream(store_, std::move(arrays));
   return stream.Run([&](const offload::StreamTile& tile) {
     const size_t begin = tile.offset, end = tile.offset + tile.count;
-    while (next < segments_.size() && segments_[next].compact + segments_[next].count <= begin) {
-      ++next;
-    }
-    for (size_t k = next; k < segments_.size() && segments_[k].compact < end; ++k) {
+    while (next < end_segment && segments_[next].offset + segments_[next].count <= begin) ++next;
+    for (size_t k = next; k < end_segment && segments_[k].offset < end; ++k) {
       const Segment& s = segments_[k];
-      const size_t first = std::max(begin, s.compact);
-      const size_t last = std::min(end, s.compact + s.count);
-      update(s, first, last - first, tile.data[0] + (first - begin),
-             tile.data[1] + (first - begin));
+      const size_t first = std::max(begin, s.offset);
+      const size_t last = std::min(end, s.offset + s.count);
+      float* p = offload_params_ ? tile.data[2] + (first - begin) : params[r] + first;
+      weft::AdamW(s.decay ? with_decay : without_decay, p, grads[r] + first,
+                  tile.data[0] + (first - begin), tile.data[1] + (first - begin), last - first);
     }
     return absl::OkStatus();
   });

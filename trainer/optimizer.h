@@ -6,17 +6,20 @@
 // layout marks (matrices and embeddings), also where a range boundary cuts a tensor; padding
 // between units is not touched.
 //
-// Offloaded (Offload), the moments live in disk arrays of an offload::TieredStore instead, and
-// Step streams them tile by tile (offload/tile_stream.h: the next tiles read and the previous one
-// written back while the update runs on this one); each element gets the same fused update, so
-// the results are bit-identical to the moments in memory.
+// Offloaded (Offload), the moments live in disk arrays of an offload::TieredStore instead, one
+// pair per owned range, and Step streams them tile by tile (offload/tile_stream.h: the next tiles
+// read and the previous one written back while the update runs on this one), with the range's
+// parameters too when those are offloaded; each element gets the same fused update, so the
+// results are bit-identical to everything in memory.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "param_layout.h"
+#include "weft/kernels/adam.h"
 #include "weft/offload/tiered_store.h"
 #include "weft/shard/shard_layout.h"
 
@@ -44,15 +47,21 @@ class AdamW {
   size_t num_ranges() const { return num_ranges_; }
   // Elements of the owned ranges: the size of m() and v().
   size_t owned_size() const { return owned_size_; }
+  // Elements of each owned range.
+  const std::vector<size_t>& range_sizes() const { return range_size_; }
 
   int64_t step() const { return step_; }
   // The moments, in memory (offloaded: between FetchMoments and StoreMoments only).
   std::vector<float>& m() { return m_; }
   std::vector<float>& v() { return v_; }
 
-  // Moves the moments into disk arrays "adam_m" and "adam_v" of `store` (which must outlive the
-  // optimizer) and frees them here.
-  absl::Status Offload(offload::TieredStore* store);
+  // Moves the moments into disk arrays of `store` (which must outlive the optimizer), named
+  // MomentArray("adam_m" or "adam_v", range), and frees them here. With `params`, Step also
+  // streams each range's parameters from array ParamArray(range), which the caller fills, and
+  // ignores the parameter pointers it is given.
+  absl::Status Offload(offload::TieredStore* store, bool params = false);
+  static std::string MomentArray(const char* moment, size_t range);
+  static std::string ParamArray(size_t range);
   bool offloaded() const { return store_ != nullptr; }
   // Offloaded: reads the moments back into m() and v() (for a checkpoint to read or fill), and
   // writes them to the store again, freeing them. Nothing in memory.
@@ -76,8 +85,13 @@ class AdamW {
   size_t num_ranges_ = 0;
   std::vector<float> m_, v_;
   size_t owned_size_ = 0;
+  std::vector<size_t> range_size_, range_compact_;  // per owned range: length, first moment
   int64_t step_ = 0;
   offload::TieredStore* store_ = nullptr;
+  bool offload_params_ = false;
+  // Streams owned range r's offloaded arrays through one update.
+  absl::Status StepRange(size_t r, const AdamWStep& with_decay, const AdamWStep& without_decay,
+                         const std::vector<float*>& params, const std::vector<const float*>& grads);
 };
 
 // The sum of squares of `n` gradients, accumulated in double in a fixed order.

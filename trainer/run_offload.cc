@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -25,31 +26,39 @@ int64_t ResidentBytes() {
 
 absl::Status Run::SetUpOffload() {
   offload_metrics_ = config_.offload != "none" || !config_.memory_budget.empty();
-  bool offload = config_.offload == "optimizer";
-  const size_t moments = dp_->moment_bytes();
+  bool moments_out = config_.offload != "none";
+  bool params_out = config_.offload == "optimizer+params";
+  const size_t moments = dp_->moment_bytes(), params = dp_->param_slice_bytes();
   std::string plan;
   if (!config_.memory_budget.empty()) {
     // What this rank keeps before any offload: state, activations, mixed precision's working
-    // copies; the moments are what can go.
+    // copies. The moments go first, then (ZeRO-3) the parameter slices.
     const size_t budget = *ParseByteSize(config_.memory_budget);
     const size_t need = dp_->state_bytes() + static_cast<size_t>(predicted_activation_bytes_) +
                         model_->working_param_bytes();
-    offload = offload || need > budget;
-    const size_t left = offload ? need - moments : need;
+    size_t left = need;
+    moments_out = moments_out || left > budget;
+    if (moments_out) left -= moments;
+    params_out = params_out || (left > budget && params > 0);
+    if (params_out) left -= params;
     plan = absl::StrFormat(
-        "memory budget %.2f MiB per rank: state, activations and working copies "
-        "need %.2f MiB; %s",
+        "memory budget %.2f MiB per rank: state, activations and working "
+        "copies need %.2f MiB; %s",
         budget / kMiB, need / kMiB,
-        offload ? absl::StrFormat("AdamW's moments (%.2f MiB) go to disk", moments / kMiB)
-                : std::string("nothing needs to move"));
+        !moments_out ? std::string("nothing needs to move")
+        : params_out ? absl::StrFormat("AdamW's moments (%.2f MiB) and the parameter "
+                                       "slices (%.2f MiB) go to disk",
+                                       moments / kMiB, params / kMiB)
+                     : absl::StrFormat("AdamW's moments (%.2f MiB) go to disk", moments / kMiB));
     if (left > budget) {
       absl::StrAppendFormat(&plan,
-                            "; WARNING: %.2f MiB stay resident, over the budget (parameters, "
-                            "gradients and activations are not offloaded)",
-                            left / kMiB);
+                            "; WARNING: %.2f MiB stay resident, over the budget (%s, gradients "
+                            "and activations are not offloaded)",
+                            left / kMiB,
+                            config_.zero == 3 ? "gathered units" : "parameters below zero=3");
     }
   }
-  if (!offload) {
+  if (!moments_out) {
     if (leader() && !plan.empty()) std::printf("weft-train: %s\n", plan.c_str());
     return absl::OkStatus();
   }
@@ -57,9 +66,11 @@ absl::Status Run::SetUpOffload() {
   const std::string root =
       config_.offload_dir.empty() ? options_.out_dir + "/offload" : config_.offload_dir;
   options.dir = absl::StrFormat("%s/rank-%05d", root, group_.rank());
-  // Tiles small enough that an array spans at least 8 (so the stream's staging, (prefetch + 2)
-  // tiles per array, stays a fraction of the moments), blocks of at least 64 KiB unless asked.
-  const size_t per_array = moments / 2;
+  // Tiles small enough that an average array spans at least 8 (so the stream's staging,
+  // (prefetch + 2) tiles per array, stays a fraction of what it moves), blocks of at least 64 KiB
+  // unless asked.
+  const std::vector<size_t>& ranges = dp_->optimizer_ranges();
+  const size_t per_array = moments / 2 / std::max<size_t>(1, ranges.size());
   options.block_bytes = static_cast<size_t>(config_.offload_block_kb) << 10;
   while (options.block_bytes > (size_t{64} << 10) && options.block_bytes * 8 > per_array) {
     options.block_bytes /= 2;
@@ -72,20 +83,27 @@ absl::Status Run::SetUpOffload() {
       offload::TieredStore::Create(options);
   if (!store.ok()) return store.status();
   offload_store_ = *std::move(store);
-  if (absl::Status s = dp_->OffloadOptimizer(offload_store_.get()); !s.ok()) return s;
+  if (absl::Status s = dp_->OffloadOptimizer(offload_store_.get(), params_out); !s.ok()) return s;
   offload_seen_ = offload_store_->counters();
   if (leader()) {
-    // Each step reads and writes every tile of both moments once (a tile is a header block and
-    // its data).
+    // Each step reads and writes every tile of every offloaded array once: a header block, and
+    // the data padded to the I/O alignment.
     const size_t tile = offload_store_->tile_floats() * sizeof(float);
-    const size_t tiles = 2 * offload_store_->TileCount(moments / 2 / sizeof(float));
-    const double io = static_cast<double>(tiles) * (tile + offload::kTileHeaderBytes);
+    double io = 0;
+    for (size_t n : ranges) {
+      const size_t bytes = n * sizeof(float);
+      io += static_cast<double>(offload_store_->TileCount(n) * offload::kTileHeaderBytes +
+                                offload::AlignUp(bytes));
+    }
+    io *= params_out ? 3 : 2;
     std::printf(
-        "weft-train: %s%soffload: AdamW's moments (%.2f MiB per rank) in %s via %s (%s), tiles "
-        "of %.0f KiB; predicted I/O per step and rank: read %.2f MiB, write %.2f MiB (at most)\n",
-        plan.c_str(), plan.empty() ? "" : "\nweft-train: ", moments / kMiB, root.c_str(),
-        std::string(offload_store_->engine().name()).c_str(), offload_store_->io_mode().c_str(),
-        tile / kMiB, io / kMiB, io / kMiB);
+        "weft-train: %s%soffload: AdamW's moments (%.2f MiB per rank)%s in %s via %s (%s), "
+        "tiles of %.0f KiB; predicted I/O per step and rank: read %.2f MiB, write %.2f MiB\n",
+        plan.c_str(), plan.empty() ? "" : "\nweft-train: ", moments / kMiB,
+        params_out ? absl::StrFormat(" and parameter slices (%.2f MiB)", params / kMiB).c_str()
+                   : "",
+        root.c_str(), std::string(offload_store_->engine().name()).c_str(),
+        offload_store_->io_mode().c_str(), tile / 1024.0, io / kMiB, io / kMiB);
   }
   return absl::OkStatus();
 }

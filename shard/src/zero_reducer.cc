@@ -96,6 +96,7 @@ absl::Status ZeroReducer::CheckLayoutAcrossRanks() {
 }
 
 float* ZeroReducer::ParamSlice(int u) {
+  if (slice_store_ != nullptr) return nullptr;
   if (options_.stage == 3) return shard_params_.data() + layout_.shard_offset(u);
   return params_->data() + layout_.owned(comm_->rank(), u).begin;
 }
@@ -105,14 +106,32 @@ float* ZeroReducer::GradSlice(int u) {
   return grads_->data() + layout_.owned(comm_->rank(), u).begin;
 }
 
-void ZeroReducer::LoadShard() {
-  if (options_.stage < 3) return;  // the slices are the owned ranges of `params` already
+absl::Status ZeroReducer::LoadShard() {
+  if (options_.stage < 3) return absl::OkStatus();  // the slices are owned ranges of `params`
   for (int u = 0; u < layout_.num_units(); ++u) {
-    const Range owned = layout_.owned(comm_->rank(), u);
-    std::copy_n(params_->data() + owned.begin, owned.length, ParamSlice(u));
+    const float* owned = params_->data() + layout_.owned(comm_->rank(), u).begin;
+    if (slice_store_ != nullptr) {
+      if (absl::Status s = slice_store_->Store(u, owned); !s.ok()) return s;
+    } else {
+      std::copy_n(owned, layout_.slice(u), ParamSlice(u));
+    }
   }
   // Stage 3 keeps only the slices: the full parameters' pages go back to the kernel.
   params_->Release(0, layout_.total());
+  return absl::OkStatus();
+}
+
+absl::Status ZeroReducer::MoveSlicesTo(SliceStore* store) {
+  if (options_.stage < 3) {
+    return absl::FailedPreconditionError("ZeroReducer: only stage 3 keeps parameter slices apart");
+  }
+  for (int u = 0; u < layout_.num_units(); ++u) {
+    if (absl::Status s = store->Store(u, ParamSlice(u)); !s.ok()) return s;
+  }
+  slice_store_ = store;
+  std::vector<float>().swap(shard_params_);
+  fetched_.assign(layout_.num_units(), nullptr);
+  return absl::OkStatus();
 }
 
 void ZeroReducer::BeginBackward(bool sync) {
@@ -283,10 +302,30 @@ absl::Status ZeroReducer::Finish() {
   return first;
 }
 
-Work ZeroReducer::GatherUnit(int u, float* into) {
+absl::StatusOr<Work> ZeroReducer::GatherUnit(int u, float* into) {
+  const float* slice = ParamSlice(u);
+  if (slice_store_ != nullptr) {
+    float* fetched = slice_pool_.Take(layout_.slice(u), false);
+    if (absl::Status s = slice_store_->Fetch(u, fetched); !s.ok()) {
+      slice_pool_.Give(fetched, layout_.slice(u));
+      return s;
+    }
+    fetched_[u] = fetched;
+    slice = fetched;
+  }
   bytes_sent_ += layout_.slice(u) * (layout_.ranks() - 1) * sizeof(float);
   // In place when `into` is unit u's range of `params` under stages 1-2.
-  return comm_->AllGather(ParamSlice(u), into, layout_.slice(u), DataType::kFloat32);
+  return comm_->AllGather(slice, into, layout_.slice(u), DataType::kFloat32);
+}
+
+absl::Status ZeroReducer::WaitGather(int u) {
+  absl::Status s = Wait(gathers_[u], "all-gather of the parameters", u);
+  // The fetched slice may only go back once the gather from it is over.
+  if (slice_store_ != nullptr && fetched_[u] != nullptr && gathers_[u].Test()) {
+    slice_pool_.Give(fetched_[u], layout_.slice(u));
+    fetched_[u] = nullptr;
+  }
+  return s;
 }
 
 absl::Status ZeroReducer::GatherParams() {
@@ -298,11 +337,20 @@ absl::Status ZeroReducer::GatherParams() {
 }
 
 absl::Status ZeroReducer::GatherAllParams() {
+  // One unit at a time when the slices are fetched (each needs its own fetch buffer).
   std::vector<Work> works(layout_.num_units());
-  for (int u = layout_.num_units() - 1; u >= 0; --u) {
-    works[u] = GatherUnit(u, params_->data() + layout_.unit(u).begin);
-  }
   absl::Status first;
+  for (int u = layout_.num_units() - 1; u >= 0; --u) {
+    absl::StatusOr<Work> work = GatherUnit(u, params_->data() + layout_.unit(u).begin);
+    if (!work.ok()) return work.status();
+    works[u] = *std::move(work);
+    if (slice_store_ != nullptr) {
+      std::swap(gathers_[u], works[u]);
+      if (absl::Status s = WaitGather(u); first.ok()) first = s;
+      std::swap(gathers_[u], works[u]);
+    }
+  }
+  if (slice_store_ != nullptr) return first;
   for (int u = layout_.num_units() - 1; u >= 0; --u) {
     absl::Status s = Wait(works[u], "all-gather of the parameters", u);
     if (first.ok()) first = s;
@@ -316,11 +364,18 @@ void ZeroReducer::ReleaseAllParams() {
 
 absl::Status ZeroReducer::Acquire(int u) {
   if (options_.stage < 3) return absl::OkStatus();
+  if (absl::Status s = std::exchange(prefetch_error_, absl::OkStatus()); !s.ok()) return s;
   if (gathered_[u] == nullptr) {
     gathered_[u] = param_pool_.Take(layout_.unit(u).length, false);
-    gathers_[u] = GatherUnit(u, gathered_[u]);
+    absl::StatusOr<Work> work = GatherUnit(u, gathered_[u]);
+    if (!work.ok()) {
+      param_pool_.Give(gathered_[u], layout_.unit(u).length);
+      gathered_[u] = nullptr;
+      return work.status();
+    }
+    gathers_[u] = *std::move(work);
   }
-  return Wait(gathers_[u], "all-gather of the parameters", u);
+  return WaitGather(u);
 }
 
 void ZeroReducer::Prefetch(int u) {
@@ -328,13 +383,20 @@ void ZeroReducer::Prefetch(int u) {
   const size_t bytes = layout_.unit(u).length * sizeof(float);
   if (param_pool_.live_bytes() + bytes > options_.max_gathered_bytes) return;
   gathered_[u] = param_pool_.Take(layout_.unit(u).length, false);
-  gathers_[u] = GatherUnit(u, gathered_[u]);
+  absl::StatusOr<Work> work = GatherUnit(u, gathered_[u]);
+  if (!work.ok()) {
+    param_pool_.Give(gathered_[u], layout_.unit(u).length);
+    gathered_[u] = nullptr;
+    if (prefetch_error_.ok()) prefetch_error_ = work.status();
+    return;
+  }
+  gathers_[u] = *std::move(work);
 }
 
 void ZeroReducer::ReleaseParams(int u) {
   if (options_.stage < 3 || gathered_[u] == nullptr) return;
   // The buffer may only go back once the gather into it is over.
-  Wait(gathers_[u], "all-gather of the parameters", u).IgnoreError();
+  WaitGather(u).IgnoreError();
   param_pool_.Give(gathered_[u], layout_.unit(u).length);
   gathered_[u] = nullptr;
 }

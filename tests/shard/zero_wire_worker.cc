@@ -92,7 +92,7 @@ void TestStage(weft::Communicator* comm, int stage, bool hybrid, DataType wire) 
   CheckOk(zero.status(), absl::StrCat(what, ": Create"));
   if (!zero.ok()) return;
   weft::shard::ZeroReducer& z = **zero;
-  z.LoadShard();
+  CheckOk(z.LoadShard(), absl::StrCat(what, ": LoadShard"));
   // Per pass: a ring reduce-scatter sends (k-1)/k of the unit, a replica all-reduce twice
   // (R-1)/R of the slice, both at the wire's width.
   uint64_t per_pass = 0;

@@ -66,6 +66,16 @@
 
 namespace weft::shard {
 
+// Stage 3 with its parameter slices kept outside the reducer (offloaded): the reducer reads unit
+// u's slice through Fetch just before gathering the unit, and LoadShard writes the slices through
+// Store. Both move layout().slice(u) floats.
+class SliceStore {
+ public:
+  virtual ~SliceStore() = default;
+  virtual absl::Status Fetch(int unit, float* into) = 0;
+  virtual absl::Status Store(int unit, const float* from) = 0;
+};
+
 struct ZeroOptions {
   int stage = 1;
   // Stage 3: the most bytes of gathered parameters alive at once; the unit in use is gathered
@@ -93,15 +103,20 @@ class ZeroReducer {
   const ShardLayout& layout() const { return layout_; }
   int stage() const { return options_.stage; }
   // This rank's slice of unit u's parameters (layout().slice(u) elements), wherever the stage
-  // keeps it: stages 1-2 its owned range of `params`, stage 3 a compact copy.
+  // keeps it: stages 1-2 its owned range of `params`, stage 3 a compact copy; null once the
+  // slices live in a SliceStore.
   float* ParamSlice(int u);
+  // Stage 3: the slices move out to `store` (which must outlive the reducer), through its Store,
+  // and their memory is freed; from now on gathers Fetch each slice into a pooled buffer first,
+  // and LoadShard stores into it.
+  absl::Status MoveSlicesTo(SliceStore* store);
   // This rank's slice of unit u's averaged gradient after Finish (layout().slice(u) elements):
   // stage 1 its owned range of `grads`, stages 2-3 a compact copy.
   float* GradSlice(int u);
   // Takes this rank's slices of the full parameters (after they were initialised or loaded
-  // there): stages 1-2 keep them in place, so nothing moves; stage 3 copies them out and releases
-  // the full parameters.
-  void LoadShard();
+  // there): stages 1-2 keep them in place, so nothing moves; stage 3 copies them out (or stores
+  // them in its SliceStore) and releases the full parameters. Errors: the SliceStore's.
+  absl::Status LoadShard();
 
   // Starts a backward pass. sync = false: accumulate locally, communicate nothing.
   void BeginBackward(bool sync);
@@ -167,25 +182,31 @@ class ZeroReducer {
   // 16-bit wire: widens this rank's reduced slice into GradSlice(u) and returns the copy.
   void Widen(int u);
   absl::Status Wait(Work& work, const char* what, int u);
-  Work GatherUnit(int u, float* into);
+  // Starts the all-gather of unit u into `into` (fetching its slice first from a SliceStore).
+  absl::StatusOr<Work> GatherUnit(int u, float* into);
+  // Waits for unit u's gather into gathered_[u] and returns its fetched slice, if any.
+  absl::Status WaitGather(int u);
 
   Communicator* comm_;
   ShardLayout layout_;
   FlatBuffer* grads_;
   FlatBuffer* params_;
   ZeroOptions options_;
-  std::vector<float> shard_params_;  // stage 3: the parameter slices, back to back
-  std::vector<float> shard_grads_;   // stages 2-3: the gradient slices, back to back
-  std::vector<char> ready_;          // per unit, this pass
-  std::vector<Work> reductions_;     // per unit, this pass
-  std::vector<Work> replica_sums_;   // per unit, this pass (hybrid)
-  std::vector<float*> unit_grads_;   // per unit (stages 2-3): its pooled gradient, or null
-  std::vector<float*> gathered_;     // per unit (stage 3): its pooled parameters, or null
-  std::vector<Work> gathers_;        // per unit (stage 3): the gather into gathered_
+  std::vector<float> shard_params_;    // stage 3: the parameter slices, back to back
+  std::vector<float> shard_grads_;     // stages 2-3: the gradient slices, back to back
+  std::vector<char> ready_;            // per unit, this pass
+  std::vector<Work> reductions_;       // per unit, this pass
+  std::vector<Work> replica_sums_;     // per unit, this pass (hybrid)
+  std::vector<float*> unit_grads_;     // per unit (stages 2-3): its pooled gradient, or null
+  std::vector<float*> gathered_;       // per unit (stage 3): its pooled parameters, or null
+  std::vector<Work> gathers_;          // per unit (stage 3): the gather into gathered_
+  SliceStore* slice_store_ = nullptr;  // stage 3: where the slices live when not here
+  std::vector<float*> fetched_;        // per unit: its slice fetched for a gather in flight
+  absl::Status prefetch_error_;        // a Prefetch's fetch that failed, for the next Acquire
   // Per unit (16-bit wire): its rounded gradient from issue until widened, or null. Pool storage
   // that is only ever accessed as uint16_t (taken unzeroed, never read as float).
   std::vector<float*> wire_;
-  BufferPool grad_pool_, param_pool_, wire_pool_;
+  BufferPool grad_pool_, param_pool_, wire_pool_, slice_pool_;
   int next_to_issue_ = 0;          // counts units issued, last unit first
   int next_replica_to_issue_ = 0;  // the same for the replica all-reduces
   bool in_pass_ = false;
