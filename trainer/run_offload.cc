@@ -96,6 +96,17 @@ absl::Status Run::SetUpOffload() {
                                 offload::AlignUp(bytes));
     }
     io *= params_out ? 3 : 2;
+    double read = io;
+    if (params_out) {
+      // And each slice before its unit's gathers: the embeddings once (they stay gathered for
+      // the tied head), every other unit for its forward and again for its backward.
+      for (size_t u = 0; u < ranges.size(); ++u) {
+        const size_t bytes = ranges[u] * sizeof(float);
+        read += (u == 0 ? 1.0 : 2.0) * static_cast<double>(offload_store_->TileCount(ranges[u]) *
+                                                               offload::kTileHeaderBytes +
+                                                           offload::AlignUp(bytes));
+      }
+    }
     std::printf(
         "weft-train: %s%soffload: AdamW's moments (%.2f MiB per rank)%s in %s via %s (%s), "
         "tiles of %.0f KiB; predicted I/O per step and rank: read %.2f MiB, write %.2f MiB\n",
@@ -103,7 +114,7 @@ absl::Status Run::SetUpOffload() {
         params_out ? absl::StrFormat(" and parameter slices (%.2f MiB)", params / kMiB).c_str()
                    : "",
         root.c_str(), std::string(offload_store_->engine().name()).c_str(),
-        offload_store_->io_mode().c_str(), tile / 1024.0, io / kMiB, io / kMiB);
+        offload_store_->io_mode().c_str(), tile / 1024.0, read / kMiB, io / kMiB);
   }
   return absl::OkStatus();
 }
