@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "ops.h"
 #include "weft/comm/byte_size.h"
+#include "weft/comm/compressed_all_reduce.h"
 #include "weft/comm/json.h"
 
 namespace weft::trainer {
@@ -67,6 +68,9 @@ const std::vector<std::pair<const char*, Member>>& Fields() {
       {"loss_scale", &Config::loss_scale},
       {"loss_scale_window", &Config::loss_scale_window},
       {"inject_overflow_step", &Config::inject_overflow_step},
+      {"compression", &Config::compression},
+      {"topk_ratio", &Config::topk_ratio},
+      {"compression_warmup_steps", &Config::compression_warmup_steps},
       {"offload", &Config::offload},
       {"offload_dir", &Config::offload_dir},
       {"memory_budget", &Config::memory_budget},
@@ -263,6 +267,16 @@ absl::Status Validate(const Config& c, int world_size) {
   require(is_dtype(c.grad_reduce_dtype),
           absl::StrCat("grad_reduce_dtype must be fp32, bf16 or fp16 (got \"", c.grad_reduce_dtype,
                        "\")"));
+  require(c.compression == "none" || ParseCodec(c.compression).has_value(),
+          absl::StrCat("compression must be none, fp16, bf16, int8, onebit or topk (got \"",
+                       c.compression, "\")"));
+  require(c.compression == "none" || (c.zero == 0 && c.grad_reduce_dtype == "fp32"),
+          absl::StrCat("compression=", c.compression, " needs zero=0 and grad_reduce_dtype=fp32 ",
+                       "(got zero=", c.zero, ", grad_reduce_dtype=", c.grad_reduce_dtype,
+                       "): it replaces the all-reduce of the gradient buckets"));
+  require(c.topk_ratio > 0 && c.topk_ratio <= 1 && c.compression_warmup_steps >= 0,
+          absl::StrCat("topk_ratio (", c.topk_ratio, ") must be in (0, 1] and ",
+                       "compression_warmup_steps (", c.compression_warmup_steps, ") >= 0"));
   require(c.offload == "none" || c.offload == "optimizer" || c.offload == "optimizer+params",
           absl::StrCat("offload must be none, optimizer or optimizer+params (got \"", c.offload,
                        "\")"));

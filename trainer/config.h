@@ -96,6 +96,12 @@ struct Config {
   // offloads what the per-rank figures say must go, moments first. Disk tiles are
   // offload_tile_blocks blocks of offload_block_kb KiB at most (fewer and smaller for small
   // moments, down to 64 KiB blocks).
+  // Gradient compression over the data-parallel ranks (zero=0): "none", "fp16", "bf16", "int8",
+  // "onebit" or "topk" (CompressedAllReduce per bucket, error feedback), topk_ratio of the
+  // elements for topk, after compression_warmup_steps uncompressed steps.
+  std::string compression = "none";
+  double topk_ratio = 0.01;
+  int compression_warmup_steps = 0;
   std::string offload = "none";
   std::string offload_dir;
   std::string memory_budget;

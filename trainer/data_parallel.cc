@@ -112,6 +112,13 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const Config&
   options.first_bucket_cap_bytes = static_cast<size_t>(config.first_bucket_mb * (1 << 20));
   options.timeout = kCommTimeout;
   options.wire_type = WireType(config);
+  if (config.compression != "none") {
+    CompressionOptions compression;
+    compression.codec = *ParseCodec(config.compression);
+    compression.topk_ratio = config.topk_ratio;
+    compression.timeout = kCommTimeout;
+    options.compression = compression;
+  }
   absl::StatusOr<std::unique_ptr<shard::GradReducer>> reducer =
       shard::GradReducer::Create(comm, std::move(grads), options);
   if (!reducer.ok()) return reducer.status();
@@ -182,7 +189,10 @@ uint64_t DataParallel::TakeBytesSent() {
 
 absl::Status DataParallel::FinishBackward(absl::Duration* comm_wait) {
   if (absl::Status s = TakeError(); !s.ok()) return s;
-  if (reducer_ != nullptr && reducer_->buckets_issued() > 0) {
+  if (reducer_ != nullptr && reducer_->compressing()) {
+    const uint64_t total = reducer_->compressed_wire_bytes();
+    pending_bytes_ += total - std::exchange(compressed_seen_, total);
+  } else if (reducer_ != nullptr && reducer_->buckets_issued() > 0) {
     const int n = comm_->size();
     for (int b = 0; b < reducer_->plan().num_buckets(); ++b) {
       // Bucket bytes count fp32 gradients; the wire may carry 16-bit ones.

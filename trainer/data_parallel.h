@@ -76,6 +76,18 @@ class DataParallel : public UnitHooks {
   // Starts a backward pass; sync = false (accumulation's non-final micro-steps) communicates
   // nothing.
   void BeginBackward(bool sync);
+  // Gradient compression (configured): whether this step compresses (not in warm-up).
+  void set_compression_active(bool active) {
+    if (reducer_ != nullptr) reducer_->set_compression_active(active);
+  }
+  bool compressing() const { return reducer_ != nullptr && reducer_->compressing(); }
+  // The error-feedback state of every bucket, and its restore (from this rank's own save).
+  std::vector<float> compression_errors() const {
+    return reducer_ != nullptr ? reducer_->compression_errors() : std::vector<float>();
+  }
+  absl::Status RestoreCompressionErrors(const std::vector<float>& errors) {
+    return reducer_ != nullptr ? reducer_->RestoreCompressionErrors(errors) : absl::OkStatus();
+  }
   // The model's callback: tensor `tensor`'s gradient is final for this pass.
   void TensorReady(int tensor);
   // Waits for the pass's gradient communication; adds the time blocked to *comm_wait.
@@ -185,6 +197,7 @@ class DataParallel : public UnitHooks {
   absl::Status error_;                           // the first error of the hooks and callbacks
   uint64_t bytes_sent_ = 0;                      // counted up to the last TakeBytesSent
   uint64_t pending_bytes_ = 0;                   // the all-reduce reducer's, since then
+  uint64_t compressed_seen_ = 0;                 // compressed bytes counted so far
   size_t offload_staging_bytes_ = 0;
   // Offloaded parameters: the ZeRO-3 slices in the store, and a copy fetched for a checkpoint.
   class OffloadedSlices;

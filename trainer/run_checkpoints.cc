@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checkpoint.h"
+#include "feedback_file.h"
 #include "run.h"
 
 namespace weft::trainer {
@@ -105,6 +106,23 @@ absl::Status Run::LoadCheckpoint(const shard::CheckpointReader& reader) {
                      " (without --resume, a new run starts in its own directory)"));
   }
   if (absl::Status s = dp_->LoadCheckpoint(reader, meta->optimizer_step); !s.ok()) return s;
+  if (config_.compression != "none") {
+    // The same codec on the same ranks continues its error feedback exactly; otherwise it starts
+    // from zero.
+    if (saved->compression == config_.compression && meta->ranks == group_.size()) {
+      absl::StatusOr<std::vector<float>> errors = ReadFeedback(FeedbackPath(path, group_.rank()));
+      if (!errors.ok()) return errors.status();
+      if (absl::Status s = dp_->RestoreCompressionErrors(*errors); !s.ok()) {
+        return absl::DataLossError(absl::StrCat(path, ": ", s.message()));
+      }
+    } else if (leader()) {
+      std::printf(
+          "resume: compression=%s error feedback starts from zero (saved with %s on %d "
+          "rank%s)\n",
+          config_.compression.c_str(), saved->compression.c_str(), meta->ranks,
+          meta->ranks == 1 ? "" : "s");
+    }
+  }
   sample_rng_ = Rng(meta->sample_rng);
   // A run resumed in fp16 continues the saved scaler (from another precision: the initial one).
   if (config_.precision == "fp16" && meta->loss_scale > 0) {
@@ -158,6 +176,11 @@ absl::Status Run::SaveCheckpoint(int step) {
   absl::Status s = shard::SaveCheckpoint(group_.comm(), path, kCheckpointArrays, TensorTable(whole),
                                          std::move(pieces), MetaJson(meta), kCommTimeout);
   if (absl::Status released = dp_->ReleaseOffloaded(); s.ok()) s = released;
+  if (s.ok() && config_.compression != "none") {
+    // Every rank's own error feedback beside the tensors, all written before `latest` moves.
+    s = WriteFeedback(FeedbackPath(path, group_.rank()), dp_->compression_errors());
+    if (absl::Status b = group_.Barrier(); s.ok()) s = b;
+  }
   if (!s.ok() || !leader()) return s;
   return CommitLatest(run_dir_, step, config_.keep_checkpoints);
 }

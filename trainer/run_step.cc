@@ -19,6 +19,7 @@ absl::Status Run::Step(int step, double* loss, double* grad_norm, double* lr,
   const float loss_scale =
       static_cast<float>(scaler_.scale()) / (static_cast<float>(micro_) * T * accum);
   dp_->ZeroGrads();
+  dp_->set_compression_active(step >= config_.compression_warmup_steps);
   double local_loss = 0;
   // Testing: rank 0's first gradient of the step's last pass overflows before any reduction.
   bool poison = step == config_.inject_overflow_step && group_.rank() == 0;

@@ -269,6 +269,10 @@ absl::StatusOr<TrainSummary> Run::Execute() {
       }
       absl::StrAppendFormat(&line, ", \"resident_bytes\": %d, \"optimizer_ms\": %.3f",
                             resident_bytes_, absl::ToDoubleMilliseconds(dp_->optimizer_time()));
+      if (config_.compression != "none") {
+        absl::StrAppendFormat(&line, ", \"compressed\": %s, \"wire_bytes\": %d",
+                              dp_->compressing() ? "true" : "false", comm_bytes);
+      }
       if (offload_metrics_) {
         absl::StrAppendFormat(&line, ", \"offload_read_bytes\": %d, \"offload_write_bytes\": %d",
                               offload_read_, offload_written_);

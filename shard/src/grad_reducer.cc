@@ -34,6 +34,12 @@ absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(
         " gradients: it must be the gradients' own type, or half or bfloat16 "
         "for float gradients"));
   }
+  if (options.compression.has_value() &&
+      (options.type != DataType::kFloat32 || wire != options.type)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, ": compression needs float gradients reduced in their own type (got ",
+                     Name(options.type), " over ", Name(wire), ")"));
+  }
   absl::StatusOr<BucketPlan> plan = BucketPlan::Create(gradients, options);
   if (!plan.ok()) {
     return absl::Status(plan.status().code(), absl::StrCat(who, ": ", plan.status().message()));
@@ -41,6 +47,7 @@ absl::StatusOr<std::unique_ptr<GradReducer>> GradReducer::Create(
   std::unique_ptr<GradReducer> reducer(
       new GradReducer(comm, std::move(gradients), options, std::move(*plan)));
   if (absl::Status s = reducer->CheckPlanAcrossRanks(); !s.ok()) return s;
+  if (absl::Status s = reducer->CreateCompressors(); !s.ok()) return s;
   return reducer;
 }
 
@@ -67,6 +74,53 @@ GradReducer::GradReducer(Communicator* comm, std::vector<Gradient> gradients,
   }
 }
 
+absl::Status GradReducer::CreateCompressors() {
+  if (!options_.compression.has_value()) return absl::OkStatus();
+  for (int b = 0; b < plan_.num_buckets(); ++b) {
+    absl::StatusOr<std::unique_ptr<CompressedAllReduce>> compressed = CompressedAllReduce::Create(
+        comm_, plan_.bucket(b).bytes / element_size_, *options_.compression);
+    if (!compressed.ok()) return compressed.status();
+    state_[b].compressed = *std::move(compressed);
+  }
+  return absl::OkStatus();
+}
+
+uint64_t GradReducer::compressed_wire_bytes() const {
+  uint64_t bytes = 0;
+  for (const BucketState& state : state_) {
+    if (state.compressed != nullptr) bytes += state.compressed->wire_bytes();
+  }
+  return bytes;
+}
+
+std::vector<float> GradReducer::compression_errors() const {
+  std::vector<float> errors;
+  for (const BucketState& state : state_) {
+    if (state.compressed == nullptr) continue;
+    const std::vector<float> mine = state.compressed->errors();
+    errors.insert(errors.end(), mine.begin(), mine.end());
+  }
+  return errors;
+}
+
+absl::Status GradReducer::RestoreCompressionErrors(const std::vector<float>& errors) {
+  size_t at = 0;
+  for (BucketState& state : state_) {
+    if (state.compressed == nullptr) continue;
+    const size_t n = state.compressed->errors().size();
+    if (at + n > errors.size()) break;
+    std::vector<float> mine(errors.begin() + at, errors.begin() + at + n);
+    if (absl::Status s = state.compressed->RestoreErrors(mine); !s.ok()) return s;
+    at += n;
+  }
+  if (at != errors.size() || errors.size() != compression_errors().size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GradReducer: ", errors.size(), " saved error-feedback values for ",
+                     compression_errors().size(), " (a different bucket plan or codec)"));
+  }
+  return absl::OkStatus();
+}
+
 GradReducer::~GradReducer() {
   // Buffers handed to an all-reduce must outlive it: wait for any bucket still in flight.
   for (BucketState& bucket : state_) {
@@ -79,8 +133,13 @@ absl::Status GradReducer::CheckPlanAcrossRanks() {
   const int size = comm_->size();
   // Per rank: the plan's hash with the wire type mixed in, and the wire type (for the message).
   std::vector<uint64_t> hashes(2 * size);
-  const uint64_t mine[2] = {Fnv1a(&wire_type_, sizeof(wire_type_), plan_.hash()),
-                            static_cast<uint64_t>(wire_type_)};
+  // Compression (codec and block) is part of the plan: ranks must agree on it too.
+  const int64_t codec[2] = {
+      options_.compression ? static_cast<int64_t>(options_.compression->codec) : -1,
+      options_.compression ? static_cast<int64_t>(options_.compression->block) : 0};
+  const uint64_t mine[2] = {
+      Fnv1a(codec, sizeof(codec), Fnv1a(&wire_type_, sizeof(wire_type_), plan_.hash())),
+      static_cast<uint64_t>(wire_type_)};
   Work work = comm_->AllGather(mine, hashes.data(), 2, DataType::kUint64);
   if (absl::Status s = work.Wait(options_.timeout); !s.ok()) {
     return absl::Status(s.code(),
@@ -153,6 +212,12 @@ void GradReducer::IssueReadyBuckets() {
       }
       data = state.staging.data();
     }
+    if (compressing()) {
+      // Runs to completion here, in the fixed bucket order every rank issues.
+      state.compressed_result = state.compressed->Run(static_cast<float*>(data));
+      ++next_to_issue_;
+      continue;
+    }
     state.work = comm_->AllReduce(data, data, count, options_.type, ReduceOp::kAvg);
     ++next_to_issue_;
   }
@@ -220,8 +285,11 @@ absl::Status GradReducer::Finish(absl::Duration timeout) {
   for (int b = 0; b < plan_.num_buckets(); ++b) {
     const Bucket& bucket = plan_.bucket(b);
     BucketState& state = state_[b];
-    absl::Status s = state.work.Wait(std::max(deadline - absl::Now(), absl::ZeroDuration()));
-    if (absl::IsDeadlineExceeded(s) && !state.work.Test()) {
+    const bool compressed = state.compressed_result.has_value();
+    absl::Status s = compressed
+                         ? *std::exchange(state.compressed_result, std::nullopt)
+                         : state.work.Wait(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+    if (!compressed && absl::IsDeadlineExceeded(s) && !state.work.Test()) {
       last_wait_ = absl::Now() - start;
       return absl::DeadlineExceededError(absl::StrCat(
           who, ": ", Describe(b), " not reduced within ", absl::FormatDuration(timeout),

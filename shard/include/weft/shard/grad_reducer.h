@@ -44,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "weft/comm/communicator.h"
+#include "weft/comm/compressed_all_reduce.h"
 #include "weft/comm/work.h"
 #include "weft/shard/bucket_plan.h"
 
@@ -55,6 +56,10 @@ struct GradReducerOptions : BucketPlanOptions {
   // The type the all-reduces run in: unset or `type` itself, or kFloat16 / kBFloat16 when `type`
   // is kFloat32. Bucket caps still count bytes of `type`.
   std::optional<DataType> wire_type;
+  // Gradient compression (kFloat32 gradients, no 16-bit wire): each bucket is averaged by its own
+  // CompressedAllReduce (weft/comm/compressed_all_reduce.h, error feedback kept per bucket) when
+  // it is issued, instead of an all-reduce; backward waits for it.
+  std::optional<CompressionOptions> compression;
 };
 
 class GradReducer {
@@ -80,6 +85,14 @@ class GradReducer {
   const BucketPlan& plan() const { return plan_; }
   // The type the all-reduces run in.
   DataType wire_type() const { return wire_type_; }
+  // Compression configured: whether passes from now on compress (warm-up steps do not).
+  void set_compression_active(bool active) { compression_active_ = active; }
+  bool compressing() const { return compression_active_ && options_.compression.has_value(); }
+  // Bytes the compressed reductions sent so far (0 without compression).
+  uint64_t compressed_wire_bytes() const;
+  // Every bucket's error-feedback state, back to back, and its restore (the same sizes).
+  std::vector<float> compression_errors() const;
+  absl::Status RestoreCompressionErrors(const std::vector<float>& errors);
   // Bytes of staging this reducer holds for the whole of its life: the packed buckets when the
   // wire type is the gradients' type (contiguous ones reduce in place), else every bucket at the
   // wire type's width. What it costs beyond the gradients themselves.
@@ -96,11 +109,14 @@ class GradReducer {
     std::vector<unsigned char> staging;  // same type: the packed bucket; empty when contiguous
     std::vector<uint16_t> narrow;        // 16-bit wire: the bucket rounded; else empty
     Work work;
+    std::unique_ptr<CompressedAllReduce> compressed;  // compression configured
+    std::optional<absl::Status> compressed_result;    // this pass's compressed reduction
   };
 
   GradReducer(Communicator* comm, std::vector<Gradient> gradients,
               const GradReducerOptions& options, BucketPlan plan);
   absl::Status CheckPlanAcrossRanks();
+  absl::Status CreateCompressors();
   void IssueReadyBuckets();
   // 16-bit wire: rounds bucket b's gradients into its narrow buffer, and widens them back.
   void Narrow(int b);
@@ -119,6 +135,7 @@ class GradReducer {
   bool sync_ = true;
   int next_to_issue_ = 0;
   size_t staging_bytes_ = 0;
+  bool compression_active_ = true;
   absl::Duration last_wait_;
 };
 
