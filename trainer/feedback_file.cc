@@ -28,7 +28,7 @@ absl::Status WriteFeedback(const std::string& path, const std::vector<float>& er
   std::memcpy(data.data(), kMagic, sizeof(kMagic));
   std::memcpy(data.data() + sizeof(kMagic), &count, sizeof(count));
   std::memcpy(data.data() + sizeof(kMagic) + sizeof(count), &sum, sizeof(sum));
-  std::memcpy(data.data() + kHeader, errors.data(), count * sizeof(float));
+  if (count > 0) std::memcpy(data.data() + kHeader, errors.data(), count * sizeof(float));
   return shard::WriteFileAtomically(path, data);
 }
 
@@ -52,7 +52,7 @@ absl::StatusOr<std::vector<float>> ReadFeedback(const std::string& path) {
                                             " bytes; a foreign, truncated or corrupted file)"));
   }
   std::vector<float> errors(count);
-  std::memcpy(errors.data(), data.data() + kHeader, count * sizeof(float));
+  if (count > 0) std::memcpy(errors.data(), data.data() + kHeader, count * sizeof(float));
   return errors;
 }
 

@@ -53,6 +53,7 @@ class Checksum64Stream {
       }
     }
     for (; n >= 8; p += 8, n -= 8) Word(p);
+    if (n == 0) return;  // p may be null (an empty piece)
     std::memcpy(tail_, p, n);
     tail_size_ += n;
   }
