@@ -70,6 +70,7 @@ const std::vector<std::pair<const char*, Member>>& Fields() {
       {"inject_overflow_step", &Config::inject_overflow_step},
       {"compression", &Config::compression},
       {"topk_ratio", &Config::topk_ratio},
+      {"compression_rank", &Config::compression_rank},
       {"compression_warmup_steps", &Config::compression_warmup_steps},
       {"offload", &Config::offload},
       {"offload_dir", &Config::offload_dir},
@@ -267,9 +268,13 @@ absl::Status Validate(const Config& c, int world_size) {
   require(is_dtype(c.grad_reduce_dtype),
           absl::StrCat("grad_reduce_dtype must be fp32, bf16 or fp16 (got \"", c.grad_reduce_dtype,
                        "\")"));
-  require(c.compression == "none" || ParseCodec(c.compression).has_value(),
-          absl::StrCat("compression must be none, fp16, bf16, int8, onebit or topk (got \"",
-                       c.compression, "\")"));
+  require(
+      c.compression == "none" || c.compression == "powersgd" ||
+          ParseCodec(c.compression).has_value(),
+      absl::StrCat("compression must be none, fp16, bf16, int8, onebit, topk or powersgd (got \"",
+                   c.compression, "\")"));
+  require(c.compression_rank >= 1,
+          absl::StrCat("compression_rank (", c.compression_rank, ") must be >= 1"));
   require(c.compression == "none" || (c.zero == 0 && c.grad_reduce_dtype == "fp32"),
           absl::StrCat("compression=", c.compression, " needs zero=0 and grad_reduce_dtype=fp32 ",
                        "(got zero=", c.zero, ", grad_reduce_dtype=", c.grad_reduce_dtype,

@@ -97,9 +97,11 @@ struct Config {
   // offload_tile_blocks blocks of offload_block_kb KiB at most (fewer and smaller for small
   // moments, down to 64 KiB blocks).
   // Gradient compression over the data-parallel ranks (zero=0): "none", "fp16", "bf16", "int8",
-  // "onebit" or "topk" (CompressedAllReduce per bucket, error feedback), topk_ratio of the
-  // elements for topk, after compression_warmup_steps uncompressed steps.
+  // "onebit" or "topk" (CompressedAllReduce per bucket, error feedback), or "powersgd" (rank
+  // compression_rank, powersgd.h); topk_ratio of the elements for topk; after
+  // compression_warmup_steps uncompressed steps.
   std::string compression = "none";
+  int compression_rank = 4;
   double topk_ratio = 0.01;
   int compression_warmup_steps = 0;
   std::string offload = "none";

@@ -93,6 +93,13 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const Config&
   }
   dp->adam_ = std::make_unique<AdamW>(layout, settings);
   if (comm == nullptr) return dp;
+  if (config.compression == "powersgd") {
+    absl::StatusOr<std::unique_ptr<PowerSgd>> powersgd =
+        PowerSgd::Create(comm, layout, model->grads(), config.compression_rank, kCommTimeout);
+    if (!powersgd.ok()) return powersgd.status();
+    dp->powersgd_ = *std::move(powersgd);
+    return dp;
+  }
   std::vector<shard::Gradient> grads;
   for (const TensorView& t : layout.tensors()) {
     grads.push_back({t.name, model->grads() + t.offset, t.size});
@@ -126,6 +133,7 @@ void DataParallel::ZeroGrads() {
 }
 
 void DataParallel::BeginBackward(bool sync) {
+  sync_ = sync;
   if (reducer_ != nullptr) reducer_->BeginBackward(sync);
   if (zero_ != nullptr) {
     zero_->BeginBackward(sync);
@@ -179,6 +187,27 @@ uint64_t DataParallel::TakeBytesSent() {
 
 absl::Status DataParallel::FinishBackward(absl::Duration* comm_wait) {
   if (absl::Status s = TakeError(); !s.ok()) return s;
+  if (powersgd_ != nullptr && sync_) {
+    // After backward, not overlapped: PowerSGD needs whole matrices. Warm-up steps average the
+    // whole gradient buffer exactly.
+    const absl::Time start = absl::Now();
+    absl::Status s;
+    if (compression_active_) {
+      const uint64_t before = powersgd_->wire_bytes();
+      s = powersgd_->Reduce();
+      pending_bytes_ += powersgd_->wire_bytes() - before;
+    } else {
+      const int n = comm_->size();
+      const size_t count = model_->num_params();
+      pending_bytes_ += 2 * count * sizeof(float) * (n - 1) / n;
+      s = comm_
+              ->AllReduce(model_->grads(), model_->grads(), count, DataType::kFloat32,
+                          ReduceOp::kAvg)
+              .Wait(kCommTimeout);
+    }
+    *comm_wait += absl::Now() - start;
+    return s;
+  }
   if (reducer_ != nullptr && reducer_->compressing()) {
     const uint64_t total = reducer_->compressed_wire_bytes();
     pending_bytes_ += total - std::exchange(compressed_seen_, total);
@@ -256,6 +285,16 @@ double DataParallel::CountedSquares(const std::pair<shard::Range, float*>& span)
     }
   }
   return squares;
+}
+
+std::vector<float> DataParallel::compression_errors() const {
+  if (powersgd_ != nullptr) return powersgd_->state();
+  return reducer_ != nullptr ? reducer_->compression_errors() : std::vector<float>();
+}
+
+absl::Status DataParallel::RestoreCompressionErrors(const std::vector<float>& errors) {
+  if (powersgd_ != nullptr) return powersgd_->Restore(errors);
+  return reducer_ != nullptr ? reducer_->RestoreCompressionErrors(errors) : absl::OkStatus();
 }
 
 bool DataParallel::GradientsFinite() {

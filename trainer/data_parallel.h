@@ -46,6 +46,7 @@
 #include "config.h"
 #include "model.h"
 #include "optimizer.h"
+#include "powersgd.h"
 #include "weft/comm/communicator.h"
 #include "weft/shard/checkpoint.h"
 #include "weft/shard/grad_reducer.h"
@@ -78,16 +79,16 @@ class DataParallel : public UnitHooks {
   void BeginBackward(bool sync);
   // Gradient compression (configured): whether this step compresses (not in warm-up).
   void set_compression_active(bool active) {
+    compression_active_ = active;
     if (reducer_ != nullptr) reducer_->set_compression_active(active);
   }
-  bool compressing() const { return reducer_ != nullptr && reducer_->compressing(); }
-  // The error-feedback state of every bucket, and its restore (from this rank's own save).
-  std::vector<float> compression_errors() const {
-    return reducer_ != nullptr ? reducer_->compression_errors() : std::vector<float>();
+  bool compressing() const {
+    return powersgd_ != nullptr ? compression_active_
+                                : reducer_ != nullptr && reducer_->compressing();
   }
-  absl::Status RestoreCompressionErrors(const std::vector<float>& errors) {
-    return reducer_ != nullptr ? reducer_->RestoreCompressionErrors(errors) : absl::OkStatus();
-  }
+  // The error-feedback state (PowerSGD's: with its Q's), and its restore (from this rank's save).
+  std::vector<float> compression_errors() const;
+  absl::Status RestoreCompressionErrors(const std::vector<float>& errors);
   // The model's callback: tensor `tensor`'s gradient is final for this pass.
   void TensorReady(int tensor);
   // Waits for the pass's gradient communication; adds the time blocked to *comm_wait.
@@ -192,12 +193,15 @@ class DataParallel : public UnitHooks {
   std::unique_ptr<Communicator> replicas_;       // hybrid: its peers in the other groups
   Communicator* shard_comm_ = nullptr;           // the ranks a ZeRO shard spans
   std::unique_ptr<shard::GradReducer> reducer_;  // zero = 0 on several ranks
-  std::unique_ptr<shard::ZeroReducer> zero_;     // zero >= 1 on several ranks
-  std::vector<size_t> unit_pending_;             // per unit: tensors not yet ready in this pass
-  absl::Status error_;                           // the first error of the hooks and callbacks
-  uint64_t bytes_sent_ = 0;                      // counted up to the last TakeBytesSent
-  uint64_t pending_bytes_ = 0;                   // the all-reduce reducer's, since then
-  uint64_t compressed_seen_ = 0;                 // compressed bytes counted so far
+  std::unique_ptr<PowerSgd> powersgd_;           // compression=powersgd instead of reducer_
+  bool compression_active_ = true;
+  bool sync_ = true;                          // this backward pass reduces
+  std::unique_ptr<shard::ZeroReducer> zero_;  // zero >= 1 on several ranks
+  std::vector<size_t> unit_pending_;          // per unit: tensors not yet ready in this pass
+  absl::Status error_;                        // the first error of the hooks and callbacks
+  uint64_t bytes_sent_ = 0;                   // counted up to the last TakeBytesSent
+  uint64_t pending_bytes_ = 0;                // the all-reduce reducer's, since then
+  uint64_t compressed_seen_ = 0;              // compressed bytes counted so far
   size_t offload_staging_bytes_ = 0;
   // Offloaded parameters: the ZeRO-3 slices in the store, and a copy fetched for a checkpoint.
   class OffloadedSlices;

@@ -1,7 +1,7 @@
-// Gradient compression end to end on two ranks: every codec sends the bytes its ratio says and
-// trains (the lossless-ish ones close to the uncompressed run), warm-up steps are the uncompressed
-// run's very bits, the error-feedback state resumes exactly from a checkpoint, and a damaged
-// error-feedback file is an error that names it.
+// Gradient compression end to end on two ranks: every codec and PowerSGD send the bytes their ratio
+// say and train (the lossless-ish ones close to the uncompressed run), warm-up steps are the
+// uncompressed run's very bits, the error-feedback state resumes exactly from a checkpoint, and a
+// damaged error-feedback file is an error that names it.
 #include <tuple>
 
 #include "train_fixture.h"
@@ -15,11 +15,9 @@ TEST_F(TrainTest, EveryCodecSendsItsShareAndTrains) {
   const std::map<int, std::string> ref_bytes = Metric("none", "comm_bytes");
   // The most bytes each codec may send, as a share of the uncompressed all-reduce's, and how
   // close its loss must stay after 20 steps.
-  const std::vector<std::tuple<const char*, double, double>> codecs = {{"fp16", 0.51, 1e-4},
-                                                                       {"bf16", 0.51, 1e-3},
-                                                                       {"int8", 0.27, 1e-2},
-                                                                       {"onebit", 0.05, 0.2},
-                                                                       {"topk", 0.05, 0.3}};
+  const std::vector<std::tuple<const char*, double, double>> codecs = {
+      {"fp16", 0.51, 1e-4},  {"bf16", 0.51, 1e-3}, {"int8", 0.27, 1e-2},
+      {"onebit", 0.05, 0.2}, {"topk", 0.05, 0.3},  {"powersgd", 0.25, 0.02}};
   for (const auto& [codec, share, tol] : codecs) {
     ExpectOk(Train(2, codec, SetArgs(absl::StrCat("compression=", codec))));
     const std::map<int, std::string> wire = Metric(codec, "wire_bytes");
@@ -49,7 +47,7 @@ TEST_F(TrainTest, CompressionWarmUpStepsAreTheUncompressedRun) {
 }
 
 TEST_F(TrainTest, CompressionErrorFeedbackResumesBitIdentically) {
-  for (const char* codec : {"onebit", "topk"}) {
+  for (const char* codec : {"onebit", "topk", "powersgd"}) {
     ExpectResumesOnLayouts({"--steps", "12", "--set", "checkpoint_every=3"}, 2,
                            absl::StrCat("compression=", codec),
                            {{2, absl::StrCat("compression=", codec), true}});
