@@ -98,10 +98,10 @@ absl::StatusOr<size_t> CompressedAllReduce::Encode(const float* x, float* error,
       break;
   }
   const size_t bad = AllFinite(x, n) ? 0 : 1;
-  std::vector<uint16_t> narrow(n);
+  narrow_.resize(n);
   Narrow(options_.codec == Codec::kBFloat16 ? Precision::kBFloat16 : Precision::kFloat16, x,
-         narrow.data(), n);
-  std::memcpy(out, narrow.data(), n * sizeof(uint16_t));
+         narrow_.data(), n);
+  std::memcpy(out, narrow_.data(), n * sizeof(uint16_t));
   return bad;
 }
 
@@ -117,12 +117,12 @@ absl::Status CompressedAllReduce::DecodeAdd(const uint8_t* in, size_t n, float* 
     case Codec::kBFloat16:
       break;
   }
-  std::vector<uint16_t> narrow(n);
-  std::vector<float> wide(n);
-  std::memcpy(narrow.data(), in, n * sizeof(uint16_t));
+  narrow_.resize(n);
+  wide_.resize(n);
+  std::memcpy(narrow_.data(), in, n * sizeof(uint16_t));
   Widen(options_.codec == Codec::kBFloat16 ? Precision::kBFloat16 : Precision::kFloat16,
-        narrow.data(), wide.data(), n);
-  for (size_t i = 0; i < n; ++i) out[i] += wide[i];
+        narrow_.data(), wide_.data(), n);
+  for (size_t i = 0; i < n; ++i) out[i] += wide_[i];
   return absl::OkStatus();
 }
 

@@ -95,6 +95,8 @@ class CompressedAllReduce {
   size_t k_;      // top-k
   std::vector<float> staged_, worker_error_, server_error_, sum_;
   std::vector<uint8_t> send_, recv_, encoded_, gathered_;
+  std::vector<uint16_t> narrow_;  // fp16/bf16: a chunk's 16-bit values (aligned), reused
+  std::vector<float> wide_;
   uint64_t runs_ = 0;
   uint64_t wire_bytes_ = 0, uncompressed_bytes_ = 0;
 };
