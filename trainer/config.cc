@@ -14,7 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "ops.h"
 #include "weft/comm/byte_size.h"
-#include "weft/comm/compressed_all_reduce.h"
+#include "weft/comm/compression.h"
 #include "weft/comm/json.h"
 
 namespace weft::trainer {

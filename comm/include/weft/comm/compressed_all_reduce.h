@@ -5,10 +5,10 @@
 //   auto reduce = weft::CompressedAllReduce::Create(comm, count, {weft::Codec::kInt8});
 //   absl::Status s = (*reduce)->Run(grads);   // grads: the compressed average, on every rank
 //
-// fp16, bf16, int8, sign: the array (plus this rank's error, below) is cut into N equal chunks,
-// the last padded with zeros; chunk c goes to rank c, encoded, in one all-to-all; rank c decodes
-// and adds the N chunks it received in rank order, multiplies by 1/N, encodes that average (plus
-// its second error) and an all-gather gives every rank every encoded average, which it decodes.
+// fp16, bf16, int8, sign: a CompressedReduceScatter (compressed_reduce_scatter.h: chunk c of
+// every rank, encoded with its error, goes to rank c, which decodes and adds them in rank order
+// and multiplies by 1/N), then rank c encodes that average (plus its second error) and an
+// all-gather gives every rank every encoded average, which it decodes.
 // Each rank sends 2·(N−1) encoded chunks: the codec's ratio of a ring all-reduce's bytes.
 // top-k: each rank encodes the k = ceil(topk_ratio · count) entries of largest magnitude (plus
 // its error); an all-gather of the (index, value) pairs; every rank adds the N ranks' entries in
@@ -29,30 +29,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "weft/comm/communicator.h"
-#include "weft/kernels/codec.h"
+#include "weft/comm/compressed_reduce_scatter.h"
+#include "weft/comm/compression.h"
 
 namespace weft {
-
-enum class Codec { kFloat16, kBFloat16, kInt8, kSign, kTopK };
-
-// "fp16", "bf16", "int8", "onebit", "topk" (the names the trainer's compression= takes).
-const char* Name(Codec codec);
-std::optional<Codec> ParseCodec(std::string_view name);
-
-struct CompressionOptions {
-  Codec codec = Codec::kInt8;
-  size_t block = kCodecDefaultBlock;  // int8 and sign: elements per scale
-  double topk_ratio = 0.01;           // top-k: the share of elements sent, in (0, 1]
-  absl::Duration timeout = absl::Seconds(300);
-};
 
 class CompressedAllReduce {
  public:
@@ -60,6 +45,7 @@ class CompressedAllReduce {
   // outlive the result.
   static absl::StatusOr<std::unique_ptr<CompressedAllReduce>> Create(
       Communicator* comm, size_t count, const CompressionOptions& options);
+  ~CompressedAllReduce();
 
   // data[0, count) := the compressed average over the ranks (see the top of this file). Errors:
   // a failed or late collective (naming the rank and the call), or data with infinities or NaNs:
@@ -69,7 +55,7 @@ class CompressedAllReduce {
 
   // Bytes this rank has sent so far, and what an uncompressed fp32 ring all-reduce would have
   // sent for the same calls (2·(N−1)/N of the array each).
-  uint64_t wire_bytes() const { return wire_bytes_; }
+  uint64_t wire_bytes() const;
   uint64_t uncompressed_bytes() const { return uncompressed_bytes_; }
 
   // The error-feedback state (worker error, then server error; empty for fp16 and bf16), and
@@ -79,26 +65,21 @@ class CompressedAllReduce {
 
  private:
   CompressedAllReduce(Communicator* comm, size_t count, const CompressionOptions& options);
-  // Encoded bytes of n elements, and the codec's calls (with feedback for the lossy codecs).
-  size_t EncodedBytes(size_t n) const;
-  absl::StatusOr<size_t> Encode(const float* x, float* error, size_t n, uint8_t* out);
-  absl::Status DecodeAdd(const uint8_t* in, size_t n, float* out);
   absl::Status RunChunked(float* data);
   absl::Status RunTopK(float* data);
-  absl::Status Wait(Work work, const char* what);
+  absl::Status Gather(const uint8_t* send, uint8_t* recv, size_t bytes, const char* what);
 
   Communicator* comm_;
   size_t count_;
   CompressionOptions options_;
   int ranks_;
-  size_t chunk_;  // elements per rank's chunk (the last rank's padded)
-  size_t k_;      // top-k
-  std::vector<float> staged_, worker_error_, server_error_, sum_;
-  std::vector<uint8_t> send_, recv_, encoded_, gathered_;
-  std::vector<uint16_t> narrow_;  // fp16/bf16: a chunk's 16-bit values (aligned), reused
-  std::vector<float> wide_;
+  std::unique_ptr<CompressedReduceScatter> scatter_;  // all but top-k: the first half
+  std::unique_ptr<ChunkCodec> codec_;                 // one chunk's codec (top-k: the array's)
+  // The all-gather half's error feedback (one chunk), or top-k's (the whole array).
+  std::vector<float> error_, sum_, staged_;
+  std::vector<uint8_t> encoded_, gathered_;
   uint64_t runs_ = 0;
-  uint64_t wire_bytes_ = 0, uncompressed_bytes_ = 0;
+  uint64_t gathered_bytes_ = 0, uncompressed_bytes_ = 0;
 };
 
 }  // namespace weft
