@@ -275,10 +275,12 @@ absl::Status Validate(const Config& c, int world_size) {
                    c.compression, "\")"));
   require(c.compression_rank >= 1,
           absl::StrCat("compression_rank (", c.compression_rank, ") must be >= 1"));
-  require(c.compression == "none" || (c.zero == 0 && c.grad_reduce_dtype == "fp32"),
-          absl::StrCat("compression=", c.compression, " needs zero=0 and grad_reduce_dtype=fp32 ",
-                       "(got zero=", c.zero, ", grad_reduce_dtype=", c.grad_reduce_dtype,
-                       "): it replaces the all-reduce of the gradient buckets"));
+  require(c.compression == "none" || c.grad_reduce_dtype == "fp32",
+          absl::StrCat("compression=", c.compression, " needs grad_reduce_dtype=fp32 (got ",
+                       c.grad_reduce_dtype, "): it replaces the gradient collectives"));
+  require(c.compression != "powersgd" || c.zero == 0,
+          absl::StrCat("compression=powersgd needs zero=0 (got zero=", c.zero,
+                       "): it compresses whole gradient matrices, which ZeRO's units cut apart"));
   require(c.topk_ratio > 0 && c.topk_ratio <= 1 && c.compression_warmup_steps >= 0,
           absl::StrCat("topk_ratio (", c.topk_ratio, ") must be in (0, 1] and ",
                        "compression_warmup_steps (", c.compression_warmup_steps, ") >= 0"));
@@ -377,6 +379,10 @@ absl::Status Validate(const Config& c, int world_size) {
                          c.shard_group == kShardGroupNode ? "node" : absl::StrCat(c.shard_group),
                          " shards optimizer state: it needs zero=1, 2 or 3"));
   }
+  require(c.compression == "none" || c.zero == 0 || c.shard_group == 0 || c.shard_group == dp,
+          absl::StrCat("compression=", c.compression, " with zero=", c.zero,
+                       " needs one shard group of every data-parallel rank (shard_group=0): ",
+                       "hybrid sharding's replica all-reduces are not compressed"));
   if (c.shard_group > 0 && dp >= 1) {
     require(dp % c.shard_group == 0,
             absl::StrCat("shard_group (", c.shard_group, ") must divide the data-parallel ranks (",

@@ -96,8 +96,9 @@ struct Config {
   // offloads what the per-rank figures say must go, moments first. Disk tiles are
   // offload_tile_blocks blocks of offload_block_kb KiB at most (fewer and smaller for small
   // moments, down to 64 KiB blocks).
-  // Gradient compression over the data-parallel ranks (zero=0): "none", "fp16", "bf16", "int8",
-  // "onebit" or "topk" (CompressedAllReduce per bucket, error feedback), or "powersgd" (rank
+  // Gradient compression over the data-parallel ranks: "none", "fp16", "bf16", "int8", "onebit"
+  // or "topk" (zero=0: a CompressedAllReduce per bucket; zero=1-3 without hybrid sharding: a
+  // CompressedReduceScatter per unit; error feedback either way), or "powersgd" (zero=0, rank
   // compression_rank, powersgd.h); topk_ratio of the elements for topk; after
   // compression_warmup_steps uncompressed steps.
   std::string compression = "none";

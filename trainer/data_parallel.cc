@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,17 @@ DataType WireType(const Config& config) {
   return config.grad_reduce_dtype == "bf16"   ? DataType::kBFloat16
          : config.grad_reduce_dtype == "fp16" ? DataType::kFloat16
                                               : DataType::kFloat32;
+}
+
+// The codec compression= names (none and powersgd: no codec).
+std::optional<CompressionOptions> Compression(const Config& config) {
+  const std::optional<Codec> codec = ParseCodec(config.compression);
+  if (!codec.has_value()) return std::nullopt;
+  CompressionOptions compression;
+  compression.codec = *codec;
+  compression.topk_ratio = config.topk_ratio;
+  compression.timeout = kCommTimeout;
+  return compression;
 }
 
 }  // namespace
@@ -83,6 +95,7 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const Config&
     options.wire_type = WireType(config);
     options.max_gathered_bytes = static_cast<size_t>(config.max_gathered_mb * (1 << 20));
     options.timeout = kCommTimeout;
+    options.compression = Compression(config);
     absl::StatusOr<std::unique_ptr<shard::ZeroReducer>> zero = shard::ZeroReducer::Create(
         shard_comm, *std::move(shards), &model->grad_buffer(), &model->param_buffer(), options);
     if (!zero.ok()) return zero.status();
@@ -109,13 +122,7 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(const Config&
   options.first_bucket_cap_bytes = static_cast<size_t>(config.first_bucket_mb * (1 << 20));
   options.timeout = kCommTimeout;
   options.wire_type = WireType(config);
-  if (config.compression != "none") {
-    CompressionOptions compression;
-    compression.codec = *ParseCodec(config.compression);
-    compression.topk_ratio = config.topk_ratio;
-    compression.timeout = kCommTimeout;
-    options.compression = compression;
-  }
+  options.compression = Compression(config);
   absl::StatusOr<std::unique_ptr<shard::GradReducer>> reducer =
       shard::GradReducer::Create(comm, std::move(grads), options);
   if (!reducer.ok()) return reducer.status();
@@ -289,11 +296,13 @@ double DataParallel::CountedSquares(const std::pair<shard::Range, float*>& span)
 
 std::vector<float> DataParallel::compression_errors() const {
   if (powersgd_ != nullptr) return powersgd_->state();
+  if (zero_ != nullptr) return zero_->compression_errors();
   return reducer_ != nullptr ? reducer_->compression_errors() : std::vector<float>();
 }
 
 absl::Status DataParallel::RestoreCompressionErrors(const std::vector<float>& errors) {
   if (powersgd_ != nullptr) return powersgd_->Restore(errors);
+  if (zero_ != nullptr) return zero_->RestoreCompressionErrors(errors);
   return reducer_ != nullptr ? reducer_->RestoreCompressionErrors(errors) : absl::OkStatus();
 }
 

@@ -81,10 +81,12 @@ class DataParallel : public UnitHooks {
   void set_compression_active(bool active) {
     compression_active_ = active;
     if (reducer_ != nullptr) reducer_->set_compression_active(active);
+    if (zero_ != nullptr) zero_->set_compression_active(active);
   }
   bool compressing() const {
-    return powersgd_ != nullptr ? compression_active_
-                                : reducer_ != nullptr && reducer_->compressing();
+    if (powersgd_ != nullptr) return compression_active_;
+    if (zero_ != nullptr) return zero_->compressing();
+    return reducer_ != nullptr && reducer_->compressing();
   }
   // The error-feedback state (PowerSGD's: with its Q's), and its restore (from this rank's save).
   std::vector<float> compression_errors() const;

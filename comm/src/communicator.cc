@@ -682,6 +682,14 @@ double Communicator::PredictedSeconds(const std::string& collective, size_t byte
   return selector.Predict(selector.Choose(*kind, bytes), *kind, bytes);
 }
 
+double Communicator::PredictedSeconds(const std::string& collective, size_t bytes,
+                                      const std::string& algorithm) const {
+  const std::optional<OpKind> kind = CollectiveNamed(collective);
+  const std::optional<AlgorithmId> id = ParseAlgorithm(algorithm);
+  if (!kind || !id) return -1;
+  return state_->selector().Predict(*id, *kind, bytes);
+}
+
 std::string Communicator::ExplainAlgorithm(const std::string& collective, size_t bytes) const {
   const std::optional<OpKind> kind = CollectiveNamed(collective);
   if (!kind) return "unknown collective";

@@ -29,6 +29,12 @@ absl::StatusOr<std::unique_ptr<ZeroReducer>> ZeroReducer::Create(Communicator* c
         absl::StrCat(who, ": wire type ", Name(wire), " (", static_cast<int>(wire),
                      ") for float gradients: it must be float, half or bfloat16"));
   }
+  if (options.compression.has_value() &&
+      (wire != DataType::kFloat32 || options.replicas != nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, ": compression needs the fp32 wire (got ", Name(wire),
+        ") and shard groups of every rank (no hybrid sharding): it replaces the reduce-scatters"));
+  }
   if (layout.ranks() != comm->size()) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": the layout is for ", layout.ranks(),
                                                    " ranks, the communicator has ", comm->size()));
@@ -41,6 +47,19 @@ absl::StatusOr<std::unique_ptr<ZeroReducer>> ZeroReducer::Create(Communicator* c
   std::unique_ptr<ZeroReducer> reducer(
       new ZeroReducer(comm, std::move(layout), grads, params, options));
   if (absl::Status s = reducer->CheckLayoutAcrossRanks(); !s.ok()) return s;
+  if (options.compression.has_value()) {
+    for (int u = 0; u < reducer->layout_.num_units(); ++u) {
+      absl::StatusOr<std::unique_ptr<CompressedReduceScatter>> rs = CompressedReduceScatter::Create(
+          comm, reducer->layout_.unit(u).length, *options.compression);
+      if (!rs.ok()) return rs.status();
+      if ((*rs)->chunk() != reducer->layout_.slice(u)) {
+        return absl::InternalError(absl::StrCat(who, ": unit ", reducer->layout_.unit(u).name,
+                                                " is not cut into equal slices"));
+      }
+      reducer->compressed_.push_back(*std::move(rs));
+    }
+    reducer->compressed_results_.resize(reducer->layout_.num_units());
+  }
   return reducer;
 }
 
@@ -71,10 +90,14 @@ ZeroReducer::~ZeroReducer() {
 }
 
 absl::Status ZeroReducer::CheckLayoutAcrossRanks() {
-  // Per rank: the layout's hash with the wire type mixed in, and the wire type (for the message).
+  // Per rank: the layout's hash with the wire type and codec mixed in, and the wire type (for the
+  // message).
   const DataType wire = options_.wire_type;
+  const int64_t codec[2] = {
+      options_.compression ? static_cast<int64_t>(options_.compression->codec) : -1,
+      options_.compression ? static_cast<int64_t>(options_.compression->block) : 0};
   std::vector<uint64_t> hashes(2 * comm_->size());
-  const uint64_t mine[2] = {Fnv1a(&wire, sizeof(wire), layout_.hash()),
+  const uint64_t mine[2] = {Fnv1a(codec, sizeof(codec), Fnv1a(&wire, sizeof(wire), layout_.hash())),
                             static_cast<uint64_t>(wire)};
   if (absl::Status s =
           comm_->AllGather(mine, hashes.data(), 2, DataType::kUint64).Wait(options_.timeout);
@@ -85,8 +108,9 @@ absl::Status ZeroReducer::CheckLayoutAcrossRanks() {
   for (int r = 0; r < comm_->size(); ++r) {
     if (hashes[2 * r] != mine[0]) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", comm_->rank(), ": ZeroReducer: the shard layout or wire type differs from rank ",
-          r, " (hash ", absl::Hex(mine[0]), " vs ", absl::Hex(hashes[2 * r]), "; wire ", Name(wire),
+          "rank ", comm_->rank(),
+          ": ZeroReducer: the shard layout, wire type or compression differs from rank ", r,
+          " (hash ", absl::Hex(mine[0]), " vs ", absl::Hex(hashes[2 * r]), "; wire ", Name(wire),
           " here, ", Name(static_cast<DataType>(hashes[2 * r + 1])), " there; ",
           layout_.num_units(), " units of ", layout_.total(),
           " elements here): every rank must shard the same model and reduce in the same type"));
@@ -199,6 +223,14 @@ void ZeroReducer::IssueReadyUnits() {
   while (next_to_issue_ < units) {
     const int u = units - 1 - next_to_issue_;
     if (!ready_[u]) return;
+    if (compressing()) {
+      // Runs to completion here, in the fixed unit order every rank issues; stage 1 in place.
+      const uint64_t before = compressed_[u]->wire_bytes();
+      compressed_results_[u] = compressed_[u]->Run(GradientsFor(u), GradSlice(u));
+      bytes_sent_ += compressed_[u]->wire_bytes() - before;
+      ++next_to_issue_;
+      continue;
+    }
     bytes_sent_ += layout_.slice(u) * (layout_.ranks() - 1) * SizeOf(options_.wire_type);
     if (options_.wire_type != DataType::kFloat32) {
       Narrow(u);
@@ -289,6 +321,16 @@ absl::Status ZeroReducer::Finish() {
   absl::Status first = IssueReplicaReductions(true);
   // Every one is waited for, even after a failure: their buffers must outlive them.
   for (int u = layout_.num_units() - 1; u >= 0; --u) {
+    if (compressing()) {
+      // Already run to completion when issued.
+      absl::Status s = std::exchange(compressed_results_[u], absl::OkStatus());
+      if (!s.ok() && first.ok()) {
+        first =
+            absl::Status(s.code(), absl::StrCat("ZeroReducer: compressed reduce-scatter of unit ",
+                                                layout_.unit(u).name, ": ", s.message()));
+      }
+      continue;
+    }
     absl::Status s = Wait(reductions_[u], "reduce-scatter", u);
     if (first.ok()) first = s;
     if (options_.replicas == nullptr) continue;
@@ -399,6 +441,32 @@ void ZeroReducer::ReleaseParams(int u) {
   WaitGather(u).IgnoreError();
   param_pool_.Give(gathered_[u], layout_.unit(u).length);
   gathered_[u] = nullptr;
+}
+
+std::vector<float> ZeroReducer::compression_errors() const {
+  std::vector<float> all;
+  for (const auto& rs : compressed_)
+    all.insert(all.end(), rs->errors().begin(), rs->errors().end());
+  return all;
+}
+
+absl::Status ZeroReducer::RestoreCompressionErrors(const std::vector<float>& errors) {
+  if (errors.size() != compression_errors().size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ZeroReducer: ", errors.size(), " compression error values saved, ",
+                     compression_errors().size(), " expected (a different shard layout or codec)"));
+  }
+  size_t at = 0;
+  for (auto& rs : compressed_) {
+    const size_t n = rs->errors().size();
+    if (absl::Status s =
+            rs->RestoreErrors(std::vector<float>(errors.begin() + at, errors.begin() + at + n));
+        !s.ok()) {
+      return s;
+    }
+    at += n;
+  }
+  return absl::OkStatus();
 }
 
 absl::Duration ZeroReducer::TakeWait() { return std::exchange(waited_, absl::ZeroDuration()); }

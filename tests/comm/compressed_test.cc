@@ -1,6 +1,7 @@
-// The compressed all-reduce over real processes: weftrun starts compressed_worker on 2, 3 and 4
-// ranks over shared memory and on 2 and 3 over TCP; each rank checks its results against the
-// documented computation (compressed_worker.cc).
+// The compressed all-reduce and reduce-scatter over real processes: weftrun starts
+// compressed_worker on 2, 3, 4 and 8 ranks over shared memory and on 2 and 3 over TCP; each rank
+// checks its results against the documented computation (compressed_worker.cc).
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,11 +34,37 @@ TEST_P(CompressedAllReduceRanks, EveryCodecGivesItsDocumentedResult) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CompressedAllReduceRanks,
                          ::testing::Values(Case{2, "shm"}, Case{3, "shm"}, Case{4, "shm"},
-                                           Case{2, "tcp"}, Case{3, "tcp"}),
+                                           Case{8, "shm"}, Case{2, "tcp"}, Case{3, "tcp"}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::string(info.param.transport) + "_" +
                                   std::to_string(info.param.ranks);
                          });
+
+// Over two pretend nodes of two ranks (TCP between them) the reduce-scatter's path is the cost
+// model's: with the built-in defaults a lone flow is no faster than every rank sending at once, so
+// the direct all-to-all; with a tuning file whose lone flow is three times faster, the ring. The
+// forced paths give their documented results there too.
+TEST(CompressedReduceScatterPath, TheCostModelChoosesTheRingWhenALoneFlowIsFaster) {
+  const std::string file = ::testing::TempDir() + "/compressed_ring.tuning";
+  {
+    std::ofstream out(file);
+    out << "net.alpha_us 40\nnet.gbps 1\nnet_flow.alpha_us 40\nnet_flow.gbps 3\n";
+  }
+  for (const bool tuned : {false, true}) {
+    std::vector<std::pair<std::string, std::string>> env = {
+        {"WEFT_TIMEOUT", std::to_string(30 * TimeScale())},
+        {"WEFT_FAKE_HOSTS", "a a b b"},
+        {"WEFT_SOCKET_IFNAME", "lo"},
+        {"WEFT_EXPECT_COMPRESSED_RING", tuned ? "1" : "0"}};
+    if (tuned) env.emplace_back("WEFT_TUNING_FILE", file);
+    const ProcessResult result =
+        RunProcess({WEFTRUN, "-n", "4", "--timeout", std::to_string(60 * TimeScale()), "--",
+                    WITH_HOST, COMPRESSED_WORKER},
+                   env, Scaled(std::chrono::seconds(70)));
+    EXPECT_FALSE(result.timed_out);
+    EXPECT_EQ(result.exit_code, 0) << (tuned ? "tuned: " : "defaults: ") << result.output;
+  }
+}
 
 }  // namespace
 }  // namespace weft::testing

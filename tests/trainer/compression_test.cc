@@ -1,5 +1,6 @@
 // Gradient compression end to end on two ranks: every codec and PowerSGD send the bytes their ratio
-// say and train (the lossless-ish ones close to the uncompressed run), warm-up steps are the
+// say and train (the lossless-ish ones close to the uncompressed run), ZeRO's compressed
+// reduce-scatters do the same with every stage giving the same bits, warm-up steps are the
 // uncompressed run's very bits, the error-feedback state resumes exactly from a checkpoint, and a
 // damaged error-feedback file is an error that names it.
 #include <tuple>
@@ -31,6 +32,38 @@ TEST_F(TrainTest, EveryCodecSendsItsShareAndTrains) {
   }
 }
 
+TEST_F(TrainTest, ZeroCompressesItsReduceScattersAndEveryStageAgrees) {
+  // ZeRO sends its gradients' reduce-scatter and its parameters' all-gathers (one at stages 1-2,
+  // each as many bytes as the reduce-scatter; more at stage 3). int8 shrinks the reduce-scatter
+  // to between 1/4 and 1/4 + 4/256 of itself; the all-gathers stay fp32.
+  for (const char* stage : {"1", "2", "3"}) {
+    const std::string none = absl::StrCat("none-zero", stage);
+    ExpectOk(Train(2, none, SetArgs(absl::StrCat("zero=", stage))));
+    const std::map<int, std::string> ref_bytes = Metric(none, "comm_bytes");
+    const std::map<int, std::string> scatter_bytes = Metric("none-zero1", "comm_bytes");
+    const std::string out = absl::StrCat("int8-zero", stage);
+    ExpectOk(Train(2, out, SetArgs(absl::StrCat("zero=", stage, ",compression=int8"))));
+    const std::map<int, std::string> wire = Metric(out, "wire_bytes");
+    ASSERT_EQ(wire.size(), 20u) << out;
+    for (const auto& [step, bytes] : wire) {
+      const double scatter = std::stod(scatter_bytes.at(step)) / 2;
+      const double saved = (std::stod(ref_bytes.at(step)) - std::stod(bytes)) / scatter;
+      EXPECT_LE(saved, 0.75) << out << " step " << step;
+      EXPECT_GE(saved, 0.75 - 4.0 / 256) << out << " step " << step;
+    }
+    // The same reduce-scatters and updates whatever the stage keeps where.
+    EXPECT_EQ(Losses(out), Losses("int8-zero1")) << out;
+    EXPECT_EQ(Metric(out, "grad_norm"), Metric("int8-zero1", "grad_norm")) << out;
+    const double a = std::stod(Losses(none).at(20)), b = std::stod(Losses(out).at(20));
+    EXPECT_LE(std::abs(a - b), 1e-2 * a) << out << ": " << b << " vs " << a;
+  }
+  const std::map<int, std::string> ref_loss = Losses("none-zero2");
+  ExpectOk(Train(2, "onebit", SetArgs("zero=2,compression=onebit")));
+  const double a = std::stod(ref_loss.at(20)), b = std::stod(Losses("onebit").at(20));
+  EXPECT_LE(std::abs(a - b), 0.2 * a) << b << " vs " << a;
+  EXPECT_NE(Losses("onebit").at(20), ref_loss.at(20));
+}
+
 TEST_F(TrainTest, CompressionWarmUpStepsAreTheUncompressedRun) {
   ExpectOk(Train(2, "none", {}));
   ExpectOk(Train(2, "warm", SetArgs("compression=int8,compression_warmup_steps=5")));
@@ -57,6 +90,12 @@ TEST_F(TrainTest, CompressionErrorFeedbackResumesBitIdentically) {
       if (entry.path().filename().string().starts_with("resume")) fs::remove_all(entry.path());
     }
   }
+}
+
+TEST_F(TrainTest, ZeroCompressionErrorFeedbackResumesBitIdentically) {
+  ExpectResumesOnLayouts({"--steps", "12", "--set", "checkpoint_every=3"}, 2,
+                         "zero=2,compression=topk,topk_ratio=0.1",
+                         {{2, "zero=2,compression=topk,topk_ratio=0.1", true}});
 }
 
 TEST_F(TrainTest, DamagedErrorFeedbackFileIsAnErrorNamingIt) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 
 namespace weft::trainer {
 namespace {
@@ -43,6 +44,33 @@ TEST(ConfigTest, ShardGroupNodeRoundTripsAndNeedsZero) {
                         "shard_group=node shards optimizer state: it needs zero=1, 2 or 3"));
   ASSERT_TRUE(ApplyOverride(&plain, "shard_group=-2").ok());
   EXPECT_TRUE(absl::StrContains(Validate(plain, 4).message(), "shard_group must be a number"));
+}
+
+TEST(ConfigTest, CompressionNeedsAFullShardGroupAndTheFp32Wire) {
+  struct Case {
+    const char* sets;
+    const char* says;  // null: valid
+  };
+  const Case cases[] = {
+      {"zero=2,compression=int8", nullptr},
+      {"zero=3,compression=topk,shard_group=4", nullptr},
+      {"zero=2,compression=int8,shard_group=2", "hybrid sharding's replica all-reduces"},
+      {"zero=1,compression=onebit,shard_group=node", "needs one shard group of every"},
+      {"zero=1,compression=powersgd", "compression=powersgd needs zero=0"},
+      {"compression=bf16,grad_reduce_dtype=bf16", "needs grad_reduce_dtype=fp32"},
+  };
+  for (const Case& c : cases) {
+    Config config;
+    for (const absl::string_view set : absl::StrSplit(c.sets, ',')) {
+      ASSERT_TRUE(ApplyOverride(&config, std::string(set)).ok()) << set;
+    }
+    const absl::Status s = Validate(config, 4);
+    if (c.says == nullptr) {
+      EXPECT_TRUE(s.ok()) << c.sets << ": " << s;
+    } else {
+      EXPECT_TRUE(absl::StrContains(s.message(), c.says)) << c.sets << ": " << s;
+    }
+  }
 }
 
 // Each mesh check on its own, then all of them at once: a config that does not fit lists every

@@ -162,6 +162,10 @@ class Communicator {
   // benchmarks that print predicted against measured times. `bytes` as for AlgorithmFor: the
   // buffer of all_reduce, broadcast and reduce, all ranks' blocks of the others.
   double PredictedSeconds(const std::string& collective, size_t bytes) const;
+  // The same for a named algorithm ("ring", "pairwise", ...), chosen or not: what a caller that
+  // builds a collective of its own from this one's pattern (the compressed reduce-scatter) weighs.
+  double PredictedSeconds(const std::string& collective, size_t bytes,
+                          const std::string& algorithm) const;
   std::string ExplainAlgorithm(const std::string& collective, size_t bytes) const;
 
  private:

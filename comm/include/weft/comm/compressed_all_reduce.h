@@ -5,7 +5,7 @@
 //   auto reduce = weft::CompressedAllReduce::Create(comm, count, {weft::Codec::kInt8});
 //   absl::Status s = (*reduce)->Run(grads);   // grads: the compressed average, on every rank
 //
-// fp16, bf16, int8, sign: a CompressedReduceScatter (compressed_reduce_scatter.h: chunk c of
+// fp16, bf16, int8, sign: a direct CompressedReduceScatter (compressed_reduce_scatter.h: chunk c of
 // every rank, encoded with its error, goes to rank c, which decodes and adds them in rank order
 // and multiplies by 1/N), then rank c encodes that average (plus its second error) and an
 // all-gather gives every rank every encoded average, which it decodes.

@@ -22,10 +22,15 @@ enum class Codec { kFloat16, kBFloat16, kInt8, kSign, kTopK };
 const char* Name(Codec codec);
 std::optional<Codec> ParseCodec(std::string_view name);
 
+// How a compressed reduce-scatter moves its chunks (compressed_reduce_scatter.h): kAuto lets
+// the communicator's cost model choose between the direct all-to-all and the ring.
+enum class ScatterPath { kAuto, kDirect, kRing };
+
 struct CompressionOptions {
   Codec codec = Codec::kInt8;
   size_t block = kCodecDefaultBlock;  // int8 and sign: elements per scale
   double topk_ratio = 0.01;           // top-k: the share of elements sent, in (0, 1]
+  ScatterPath scatter = ScatterPath::kAuto;
   absl::Duration timeout = absl::Seconds(300);
 };
 

@@ -44,20 +44,28 @@
 // after the unit's last collective is the slice widened into GradSlice(u) (by Finish at the
 // latest) and the copy returned. Parameter all-gathers stay fp32.
 //
-// Create is collective: every rank must pass the same layout and wire type (the layout's hash,
-// with the wire type mixed in, is compared, and a mismatch names both ranks). Not thread-safe: one
-// thread runs the passes and calls everything here.
+// Gradient compression (ZeroOptions::compression, fp32 wire, no hybrid sharding): each unit's
+// reduce-scatter is a CompressedReduceScatter of its own (weft/comm/compressed_reduce_scatter.h:
+// one all-to-all of encoded chunks, error feedback kept per unit), run to completion when the
+// unit is issued, so backward waits for it; chunk r of a unit is exactly rank r's slice, because
+// the layout pads units to equal slices. Parameter all-gathers stay fp32.
+//
+// Create is collective: every rank must pass the same layout, wire type and codec (the layout's
+// hash, with the wire type mixed in, is compared, and a mismatch names both ranks). Not
+// thread-safe: one thread runs the passes and calls everything here.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "weft/comm/communicator.h"
+#include "weft/comm/compressed_reduce_scatter.h"
 #include "weft/comm/work.h"
 #include "weft/kernels/dtype.h"
 #include "weft/shard/buffer_pool.h"
@@ -87,6 +95,8 @@ struct ZeroOptions {
   Communicator* replicas = nullptr;
   // The type gradients are reduced in: kFloat32 (the gradients' own), kFloat16 or kBFloat16.
   DataType wire_type = DataType::kFloat32;
+  // Compressed reduce-scatters instead of the fp32 ones (see the top of this file).
+  std::optional<CompressionOptions> compression;
 };
 
 class ZeroReducer {
@@ -145,12 +155,19 @@ class ZeroReducer {
   void Prefetch(int u);
   void ReleaseParams(int u);
 
+  // Compression configured: whether passes from now on compress (warm-up steps do not).
+  void set_compression_active(bool active) { compression_active_ = active; }
+  bool compressing() const { return compression_active_ && !compressed_.empty(); }
+  // Every unit's error-feedback state, back to back, and its restore (the same sizes).
+  std::vector<float> compression_errors() const;
+  absl::Status RestoreCompressionErrors(const std::vector<float>& errors);
+
   // Time blocked on communication since the last TakeWait().
   absl::Duration TakeWait();
   // Bytes this rank has sent in reduce-scatters, replica all-reduces and parameter all-gathers so
   // far, counted as a ring sends them ((N-1)/N of each collective's buffer, twice for an
   // all-reduce): the algorithm-independent volume the ZeRO paper's traffic model counts. Gradient
-  // elements count at the wire type's width.
+  // elements count at the wire type's width; compressed reduce-scatters count the bytes sent.
   uint64_t bytes_sent() const { return bytes_sent_; }
   // The most bytes of full gradients (stages 2-3), and of gathered parameters (stage 3), held at
   // once so far.
@@ -192,11 +209,15 @@ class ZeroReducer {
   FlatBuffer* grads_;
   FlatBuffer* params_;
   ZeroOptions options_;
-  std::vector<float> shard_params_;    // stage 3: the parameter slices, back to back
-  std::vector<float> shard_grads_;     // stages 2-3: the gradient slices, back to back
-  std::vector<char> ready_;            // per unit, this pass
-  std::vector<Work> reductions_;       // per unit, this pass
-  std::vector<Work> replica_sums_;     // per unit, this pass (hybrid)
+  std::vector<float> shard_params_;  // stage 3: the parameter slices, back to back
+  std::vector<float> shard_grads_;   // stages 2-3: the gradient slices, back to back
+  std::vector<char> ready_;          // per unit, this pass
+  std::vector<Work> reductions_;     // per unit, this pass
+  std::vector<Work> replica_sums_;   // per unit, this pass (hybrid)
+  // Per unit (compression): its reduce-scatter, and this pass's outcome of it.
+  std::vector<std::unique_ptr<CompressedReduceScatter>> compressed_;
+  std::vector<absl::Status> compressed_results_;
+  bool compression_active_ = true;
   std::vector<float*> unit_grads_;     // per unit (stages 2-3): its pooled gradient, or null
   std::vector<float*> gathered_;       // per unit (stage 3): its pooled parameters, or null
   std::vector<Work> gathers_;          // per unit (stage 3): the gather into gathered_
