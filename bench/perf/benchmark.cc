@@ -182,6 +182,7 @@ absl::Status Benchmark::WarmUp(DataType type, ReduceOp op, int root) {
   // Every size from -b, doubling, as nccl-tests does whatever the step.
   for (size_t size = options_.min_bytes; size <= options_.max_bytes; size *= 2) {
     const Case c = MakeCase(size, type, op, root, false);
+    if (absl::Status s = Compress(c); !s.ok()) return Annotate(s, "warm-up");
     InFlight warmup;
     for (int i = 0; i < options_.warmup_iters; ++i) {
       absl::StatusOr<Work> issued = Issue(c, i, false);
@@ -212,7 +213,8 @@ absl::Status Benchmark::TimeRow(int cycle, size_t size, DataType type, ReduceOp 
                   .in_place = in_place,
                   .wrong = std::nullopt,
                   .prediction = prediction,
-                  .variant = variant};
+                  .variant = variant,
+                  .wire = std::nullopt};
     if (absl::Status s = BenchTime(c, &m); !s.ok()) {
       return Annotate(s, absl::StrCat(c.bytes, " B ", Name(type), " ", redop, " root ", root,
                                       in_place ? " in-place" : " out-of-place"));
@@ -224,6 +226,7 @@ absl::Status Benchmark::TimeRow(int cycle, size_t size, DataType type, ReduceOp 
 }
 
 absl::Status Benchmark::BenchTime(const Case& c, Measurement* out) {
+  if (absl::Status s = Compress(c); !s.ok()) return s;
   // Valid inputs for the timed operations (garbage could hold NaNs and denormals, which reduce
   // slowly); the results are not looked at.
   TestData(c.type, c.op, collective_.reduces(), ranks_, 0)
@@ -263,6 +266,7 @@ absl::Status Benchmark::BenchTime(const Case& c, Measurement* out) {
   absl::StatusOr<double> seconds = CombineTime(Seconds(Clock::now() - start) / ops);
   if (!seconds.ok()) return seconds.status();
 
+  if (compressed_) out->wire = compressed_->PerOperation();
   out->algbw = static_cast<double>(c.bytes) / 1e9 / *seconds;
   out->busbw = out->algbw * collective_.BusFactor(ranks_);
   out->time_us = (options_.report_cputime ? issue_seconds : *seconds) * 1e6;
@@ -308,6 +312,11 @@ Benchmark::Pointers Benchmark::At(const Case& c, int iter) const {
 
 absl::StatusOr<Work> Benchmark::Issue(const Case& c, int iter, bool in_group) {
   const Pointers p = At(c, iter);
+  if (compressed_) {
+    // Synchronous: the operation is over when Run returns.
+    if (absl::Status s = compressed_->Run(p.send, p.recv); !s.ok()) return s;
+    return Work::Succeeded();
+  }
   Work work = collective_.Run(*comm_, p.send, p.recv, c.layout.param_count, c.type, c.op, c.root);
   if (options_.blocking > 0 && !in_group) {
     if (absl::Status s = work.Wait(); !s.ok()) return s;
@@ -330,12 +339,20 @@ absl::StatusOr<std::optional<int64_t>> Benchmark::Check(const Case& c) {
     std::memset(p.recv, 0, c.layout.recv_count * es);
     data.FillInput(rank_, const_cast<void*>(p.send),
                    collective_.InputCount(c.layout, rank_, c.root));
+    if (absl::Status s = Compress(c); !s.ok()) return Annotate(s, "check operation");
     absl::StatusOr<Work> work = Issue(c, 0, false);
-    if (!work.ok()) return work.status();
+    if (!work.ok()) return Annotate(work.status(), "check operation");
     if (absl::Status s = work->Wait(); !s.ok()) return Annotate(s, "check operation");
     InjectErrors(c, p.recv);
     int64_t counts[2] = {0, 0};  // wrong elements; ranks that found any
-    for (const Block& block : expected) counts[0] += data.CountWrong(p.recv, block);
+    if (compressed_) {
+      absl::StatusOr<std::vector<float>> want =
+          CompressedExpected(collective_, c.layout, *options_.compression, data, rank_, ranks_);
+      if (!want.ok()) return Annotate(want.status(), "documented result");
+      counts[0] = CountWrongFloats(p.recv, *want);
+    } else {
+      for (const Block& block : expected) counts[0] += data.CountWrong(p.recv, block);
+    }
     counts[1] = counts[0] > 0 ? 1 : 0;
     if (absl::Status s =
             comm_->AllReduce(counts, counts, 2, DataType::kInt64, ReduceOp::kSum).Wait();
@@ -355,6 +372,16 @@ void Benchmark::InjectErrors(const Case& c, void* recv) const {
     auto* elements = static_cast<std::byte*>(recv) + block.recv_offset * es;
     for (size_t i = 0; i < block.count && left > 0; ++i, --left) elements[i * es] ^= std::byte{1};
   }
+}
+
+absl::Status Benchmark::Compress(const Case& c) {
+  if (!options_.compression) return absl::OkStatus();
+  compressed_.reset();  // the old object's buffers go first
+  absl::StatusOr<std::unique_ptr<CompressedOp>> made =
+      CompressedOp::Create(collective_, comm_, c.layout, *options_.compression);
+  if (!made.ok()) return made.status();
+  compressed_ = *std::move(made);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<double> Benchmark::CombineTime(double seconds) {

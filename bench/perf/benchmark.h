@@ -15,6 +15,10 @@
 // measured in one run: each warms up in turn, then at every size of every cycle each times its
 // row, the variant that goes first rotating from one size to the next.
 //
+// With --compression (all_reduce, reduce_scatter) each operation is a Run of the compressed
+// collective (perf/compressed.h): one object per size, made before the untimed operation, and a
+// fresh one for each check, compared with the documented result of the inputs.
+//
 // Timed iteration i works at offset (i mod (max size / size)) x size into buffers of the largest
 // size, so consecutive operations do not reuse the same cache lines; checks use offset 0, so the
 // timed iterations cannot affect them.
@@ -30,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "perf/collective.h"
+#include "perf/compressed.h"
 #include "perf/options.h"
 #include "perf/report.h"
 #include "weft/comm/communicator.h"
@@ -89,6 +94,8 @@ class Benchmark {
   absl::StatusOr<double> CombineTime(double seconds);
   absl::Status Barrier();
   void InjectErrors(const Case& c, void* recv) const;
+  // With --compression, a new compressed_ (zero error feedback) for the case; else nothing.
+  absl::Status Compress(const Case& c);
   Case MakeCase(size_t size, DataType type, ReduceOp op, int root, bool in_place) const;
 
   const std::vector<Variant> variants_;
@@ -101,6 +108,7 @@ class Benchmark {
   size_t buffer_bytes_ = 0;
   std::unique_ptr<std::byte, void (*)(void*)> send_buffer_;
   std::unique_ptr<std::byte, void (*)(void*)> recv_buffer_;
+  std::unique_ptr<CompressedOp> compressed_;  // --compression: what Issue runs
   uint64_t check_seed_ = 0;  // a new seed per check, so no check can pass on stale data
 };
 

@@ -79,7 +79,12 @@ void JsonReport::SetRun(const Options& o, const std::string& program, int ranks)
       ", \"report_cputime\": ", Bool(o.report_cputime), ", \"unalign\": ", o.unalign,
       ", \"timeout_s\": ", o.timeout_s, ", \"algorithm\": ", JsonQuote(o.algorithm),
       ", \"variants\": [", absl::StrJoin(variants, ", "), "]",
-      ", \"inject_errors\": ", o.inject_errors, ", \"predicted\": ", Bool(o.predicted), "}");
+      ", \"inject_errors\": ", o.inject_errors, ", \"predicted\": ", Bool(o.predicted),
+      o.compression ? absl::StrCat(", \"compression\": ", JsonQuote(Name(o.compression->codec)),
+                                   ", \"compression_block\": ", o.compression->block,
+                                   ", \"topk_ratio\": ", Number(o.compression->topk_ratio))
+                    : "",
+      "}");
 }
 
 void JsonReport::SetDevices(const std::vector<RankInfo>& devices) {
@@ -100,16 +105,26 @@ void JsonReport::Add(const Measurement& m) {
                               ", \"predicted_us\": ", Number(p.predicted_us),
                               ", \"measured_over_predicted\": ", Number(p.measured_over_predicted));
   }
+  std::string wire;
+  if (m.wire.has_value()) {
+    const double ratio = m.wire->uncompressed_bytes == 0
+                             ? NAN
+                             : static_cast<double>(m.wire->bytes) / m.wire->uncompressed_bytes;
+    wire = absl::StrCat(", \"wire_bytes\": ", m.wire->bytes,
+                        ", \"uncompressed_bytes\": ", m.wire->uncompressed_bytes,
+                        ", \"wire_ratio\": ", Number(ratio));
+  }
   AppendMember(
       &results_,
-      absl::StrCat(
-          "{\"cycle\": ", m.cycle, ", \"size\": ", m.bytes, ", \"count\": ", m.count,
-          ", \"type\": ", JsonQuote(m.type), ", \"redop\": ", JsonQuote(m.redop), ", \"root\": ",
-          m.root, ", \"placement\": ", JsonQuote(m.in_place ? "in-place" : "out-of-place"),
-          ", \"time_us\": ", Number(m.time_us), ", \"algbw\": ", Number(m.algbw),
-          ", \"busbw\": ", Number(m.busbw),
-          ", \"wrong\": ", m.wrong.has_value() ? absl::StrCat(*m.wrong) : "null", prediction,
-          m.variant.empty() ? "" : absl::StrCat(", \"variant\": ", JsonQuote(m.variant)), "}"));
+      absl::StrCat("{\"cycle\": ", m.cycle, ", \"size\": ", m.bytes, ", \"count\": ", m.count,
+                   ", \"type\": ", JsonQuote(m.type), ", \"redop\": ", JsonQuote(m.redop),
+                   ", \"root\": ", m.root,
+                   ", \"placement\": ", JsonQuote(m.in_place ? "in-place" : "out-of-place"),
+                   ", \"time_us\": ", Number(m.time_us), ", \"algbw\": ", Number(m.algbw),
+                   ", \"busbw\": ", Number(m.busbw), ", \"wrong\": ",
+                   m.wrong.has_value() ? absl::StrCat(*m.wrong) : "null", prediction,
+                   m.variant.empty() ? "" : absl::StrCat(", \"variant\": ", JsonQuote(m.variant)),
+                   wire, "}"));
 }
 
 absl::Status JsonReport::Finish(int out_of_bounds, double average_busbw,

@@ -11,7 +11,8 @@
 //       "step_factor": 4 | "step_bytes": 1048576,      (whichever -f / -i chose)
 //       "warmup_iters": 1, "iterations": 20, "aggregated_iterations": 1, "run_cycles": 1,
 //       "validation": 1, "blocking": 0, "average": 1, "report_cputime": false, "unalign": 0,
-//       "timeout_s": 0, "algorithm": "", "inject_errors": 0, "predicted": false
+//       "timeout_s": 0, "algorithm": "", "inject_errors": 0, "predicted": false,
+//       "compression": "int8", "compression_block": 256, "topk_ratio": 0.01  (--compression only)
 //     },
 //     "devices": [ {"rank": 0, "group": 0, "pid": 123, "hostname": "node1", "device": 0,
 //                   "device_info": "Intel(R) Xeon(R) ..."}, ... ],
@@ -22,7 +23,9 @@
 //        "wrong": 0 | null,                               (null: not checked, the table's N/A)
 //        "algorithm": "shm_direct",                       (these three with -P only: the
 //        "predicted_us": 1.2 | null,                       table's -P columns, exact; null
-//        "measured_over_predicted": 1.1 | null},           where the table shows N/A)
+//        "measured_over_predicted": 1.1 | null,            where the table shows N/A)
+//        "wire_bytes": 1032, "uncompressed_bytes": 4096,  (these three with --compression only:
+//        "wire_ratio": 0.252 | null},                      per operation, from this rank)
 //       ...
 //     ],
 //     "out_of_bounds": {"count": 0, "okay": true},

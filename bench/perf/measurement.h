@@ -17,6 +17,13 @@ struct Prediction {
   std::optional<double> measured_over_predicted;
 };
 
+// --compression: the bytes one operation sent from a rank, and what an uncompressed fp32 ring
+// (the tool's collective) sends for the same size.
+struct WireBytes {
+  uint64_t bytes = 0;
+  uint64_t uncompressed_bytes = 0;
+};
+
 struct Measurement {
   int cycle = 1;  // -N: which pass over the sizes, from 1
   int64_t bytes = 0;
@@ -31,6 +38,7 @@ struct Measurement {
   std::optional<int64_t> wrong;          // summed over ranks; empty when not checked
   std::optional<Prediction> prediction;  // only with -P
   std::string variant;                   // -V: the variant measured; empty without -V
+  std::optional<WireBytes> wire;         // only with --compression
 };
 
 }  // namespace weft::perf

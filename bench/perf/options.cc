@@ -16,7 +16,11 @@
 namespace weft::perf {
 namespace {
 
-constexpr int kInjectErrors = 1000;  // long-only option
+// Long-only options.
+constexpr int kInjectErrors = 1000;
+constexpr int kCompression = 1001;
+constexpr int kCodecBlock = 1002;
+constexpr int kTopKRatio = 1003;
 
 absl::Status Invalid(char flag, absl::string_view value, absl::string_view want) {
   return absl::InvalidArgumentError(
@@ -105,6 +109,54 @@ absl::Status ParseVariants(absl::string_view arg, Options* o) {
   return absl::OkStatus();
 }
 
+// --compression and its two settings, given in any order: `codec` is empty for "none".
+struct CompressionFlags {
+  std::optional<Codec> codec;
+  std::optional<size_t> block;
+  std::optional<double> topk_ratio;
+};
+
+absl::Status ParseCompression(absl::string_view text, CompressionFlags* flags) {
+  if (text == "none") {
+    flags->codec.reset();
+    return absl::OkStatus();
+  }
+  flags->codec = ParseCodec(std::string_view(text.data(), text.size()));
+  if (flags->codec) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--compression '", text, "': expected none fp16 bf16 int8 onebit topk"));
+}
+
+// The compressed collectives average fp32 arrays, and -P / -V describe uncompressed algorithms.
+absl::Status ApplyCompression(const CompressionFlags& flags, bool ops_given, Options* o) {
+  if (!flags.codec) {
+    if (flags.block || flags.topk_ratio) {
+      return absl::InvalidArgumentError(
+          "--compression_block and --topk_ratio need --compression CODEC");
+    }
+    return absl::OkStatus();
+  }
+  const char* name = Name(*flags.codec);
+  if (o->types != std::vector<DataType>{DataType::kFloat32}) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--compression ", name, " reduces fp32 arrays: -d must be float"));
+  }
+  if (ops_given && o->ops != std::vector<ReduceOp>{ReduceOp::kAvg}) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--compression ", name, " computes the average: -o must be avg"));
+  }
+  if (o->predicted || !o->variants.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--compression ", name, ": -P and -V describe uncompressed algorithms; drop them"));
+  }
+  CompressionOptions compression{.codec = *flags.codec};
+  if (flags.block) compression.block = *flags.block;
+  if (flags.topk_ratio) compression.topk_ratio = *flags.topk_ratio;
+  o->ops = {ReduceOp::kAvg};
+  o->compression = compression;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
@@ -136,12 +188,17 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
                                  {"predicted", required_argument, nullptr, 'P'},
                                  {"variants", required_argument, nullptr, 'V'},
                                  {"inject_errors", required_argument, nullptr, kInjectErrors},
+                                 {"compression", required_argument, nullptr, kCompression},
+                                 {"compression_block", required_argument, nullptr, kCodecBlock},
+                                 {"topk_ratio", required_argument, nullptr, kTopKRatio},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   ParsedOptions parsed;
   Options& o = parsed.options;
   o.args.assign(argv, argv + argc);
   bool step_bytes_given = false;
+  bool ops_given = false;
+  CompressionFlags compression;
   opterr = 0;
   optind = 1;
   int c;
@@ -209,6 +266,7 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
         break;
       case 'o':
         status = ParseOps(arg, &o);
+        ops_given = true;
         break;
       case 'd':
         status = ParseTypes(arg, &o);
@@ -250,6 +308,27 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
               absl::StrCat("--inject_errors '", arg, "': expected a count of elements >= 0"));
         }
         break;
+      case kCompression:
+        status = ParseCompression(arg, &compression);
+        break;
+      case kCodecBlock: {
+        size_t block = 0;
+        if (!absl::SimpleAtoi(arg, &block) || block == 0) {
+          status = absl::InvalidArgumentError(
+              absl::StrCat("--compression_block '", arg, "': expected a count of elements > 0"));
+        }
+        compression.block = block;
+        break;
+      }
+      case kTopKRatio: {
+        double ratio = 0;
+        if (!absl::SimpleAtod(arg, &ratio) || !(ratio > 0 && ratio <= 1)) {
+          status = absl::InvalidArgumentError(
+              absl::StrCat("--topk_ratio '", arg, "': expected a share of elements in (0, 1]"));
+        }
+        compression.topk_ratio = ratio;
+        break;
+      }
       case 'h':
         o.help = true;
         break;
@@ -270,6 +349,7 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
   if (!o.variants.empty() && !o.algorithm.empty()) {
     return absl::InvalidArgumentError("-A and -V both choose algorithms: give one of them");
   }
+  if (absl::Status s = ApplyCompression(compression, ops_given, &o); !s.ok()) return s;
   // A variant's row is read by the algorithm that ran: "auto" names none.
   if (!o.variants.empty()) o.predicted = true;
   if (o.min_bytes > o.max_bytes) {
@@ -317,6 +397,15 @@ std::string Usage(const std::string& program) {
 	                       variant's name after them
 	[--inject_errors <n>] debugging: after each check, flip a bit in the first n received
 	                      elements on every checking rank, to see failures reported
+	[--compression <none/fp16/bf16/int8/onebit/topk>] all_reduce_perf and reduce_scatter_perf
+	                      only: time the compressed collective (the average of fp32 arrays:
+	                      -d float, -o avg; synchronous, so -z changes nothing) on the same
+	                      sizes; algbw and busbw stay on the uncompressed size, and two columns
+	                      follow nccl-tests' own: the bytes a rank sends per operation and their
+	                      ratio to an uncompressed ring's. -c checks the codec's documented
+	                      result bit for bit (default none)
+	[--compression_block <n>] int8 and onebit: elements per scale (default 256)
+	[--topk_ratio <r>] topk: the share of elements sent, in (0, 1] (default 0.01)
 	[-R,--local_register <0/1/2>] 1 or 2: buffers from weft::AllocShared, read in place by peers
 	[-t,--nthreads] [-g,--ngpus] [-p] [-y] [-G]: GPU/thread flags, accepted and ignored
 	[-h,--help]

@@ -8,10 +8,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "weft/comm/compression.h"
 #include "weft/kernels/dtype.h"
 
 namespace weft::perf {
@@ -51,6 +53,10 @@ struct Options {
   // one bit in the first N elements it received, which proves that wrong values reach #wrong,
   // the footer, the JSON report and the exit status (e.g. when validating a CI pipeline).
   int64_t inject_errors = 0;
+  // --compression CODEC (with --compression_block, --topk_ratio): all_reduce_perf and
+  // reduce_scatter_perf time CompressedAllReduce / CompressedReduceScatter instead (fp32, the
+  // average; see perf/compressed.h). Empty: the uncompressed collectives.
+  std::optional<CompressionOptions> compression;
   bool help = false;              // -h: print Usage() and exit 0
   std::vector<std::string> args;  // argv, for the JSON report
 };

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "perf/benchmark.h"
+#include "perf/compressed.h"
 #include "perf/device_report.h"
 #include "perf/json_report.h"
 #include "perf/options.h"
@@ -52,6 +53,15 @@ std::string HeaderLines(const Options& o, const std::string& program) {
   } else if (o.blocking == 2) {
     absl::StrAppend(
         &text, "# Blocking Enabled: wait for completion after each collective (no barrier) \n");
+  }
+  if (o.compression) {
+    const CompressionOptions& c = *o.compression;
+    absl::StrAppend(&text, "# Compression: ", Name(c.codec),
+                    c.codec == Codec::kTopK ? absl::StrCat(" ratio ", c.topk_ratio)
+                    : c.codec == Codec::kInt8 || c.codec == Codec::kSign
+                        ? absl::StrCat(" block ", c.block)
+                        : "",
+                    ", the average over ranks; algbw and busbw on the uncompressed size\n");
   }
   absl::StrAppend(&text, "#\n");
   return text;
@@ -146,7 +156,7 @@ class Tool {
       std::printf("# Using devices\n");
       for (const RankInfo& info : *devices) std::printf("%s", DeviceLine(info).c_str());
       std::printf("%s", ResultHeader(options_.report_cputime, options_.predicted,
-                                     !options_.variants.empty())
+                                     !options_.variants.empty(), options_.compression.has_value())
                             .c_str());
       if (json_ != nullptr) {
         json_->SetRun(options_, program_, comm_->size());
@@ -262,6 +272,13 @@ int RunPerfTool(int argc, char** argv, const Collective& collective) {
   if (parsed->options.help) {
     std::printf("%s", Usage(program).c_str());
     return 0;
+  }
+  if (parsed->options.compression && !Compressible(collective)) {
+    std::fprintf(stderr,
+                 "%s: --compression is for all_reduce_perf and reduce_scatter_perf only (%s "
+                 "has no compressed form)\n",
+                 program.c_str(), program.c_str());
+    return kExitUsage;
   }
   Tool tool(collective, parsed->options, *min_bw);
   return tool.Run(parsed->notes);

@@ -10,6 +10,7 @@ void Report::BeginRow(int64_t bytes, int64_t count, const char* type, const char
   row_ = RowPreamble(bytes, count, type, redop, root);
   prediction_.reset();
   variant_.clear();
+  wire_.reset();
   ratios_[0].reset();
   ratios_[1].reset();
 }
@@ -21,6 +22,7 @@ void Report::AddHalf(const Measurement& half) {
     ratios_[half.in_place ? 1 : 0] = half.prediction->measured_over_predicted;
   }
   variant_ = half.variant;
+  if (!wire_.has_value()) wire_ = half.wire;
   busbw_sum_ += half.busbw;
   ++halves_;
   if (half.wrong.has_value()) wrong_total_ += *half.wrong;
@@ -33,6 +35,7 @@ void Report::EndRow() {
         RowPrediction(prediction_->algorithm, prediction_->predicted_us, ratios_[0], ratios_[1]);
   }
   if (!variant_.empty()) row_ += RowVariant(variant_);
+  if (wire_.has_value()) row_ += RowWire(wire_->bytes, wire_->uncompressed_bytes);
   if (prints_) std::printf("%s\n", row_.c_str());
   row_.clear();
 }

@@ -17,7 +17,8 @@ class Report {
   Report(bool prints, JsonReport* json) : prints_(prints), json_(json) {}
 
   // A row is printed whole once both halves are in, so output never holds a partial line. Halves
-  // that carry a Prediction (-P) add its columns after both halves, and a variant (-V) its name.
+  // that carry a Prediction (-P) add its columns after both halves, a variant (-V) its name, and
+  // wire bytes (--compression) theirs.
   void BeginRow(int64_t bytes, int64_t count, const char* type, const char* redop, int root);
   void AddHalf(const Measurement& half);
   void EndRow();
@@ -36,6 +37,7 @@ class Report {
   std::string row_;
   std::optional<Prediction> prediction_;  // the row's, from its first half
   std::string variant_;                   // the row's, from its first half (-V)
+  std::optional<WireBytes> wire_;         // the row's, from its first half (--compression)
   std::optional<double> ratios_[2];       // measured/predicted: out-of-place, in-place
   int out_of_bounds_ = 0;
   double busbw_sum_ = 0;

@@ -7,9 +7,10 @@ namespace weft::perf {
 namespace {
 
 // nccl-tests' header lines are 118 characters of columns (plus a trailing space on the last two);
-// -P's columns continue from there.
+// -P's (or --compression's) columns continue from there.
 constexpr size_t kColumnsWidth = 118;
 constexpr char kPredictionCells[] = "  %12s  %7s  %6s  %6s";
+constexpr char kWireCells[] = "  %12s  %7s";
 
 std::string WithPrediction(std::string line, const std::string& cells) {
   while (!line.empty() && line.back() == ' ') line.pop_back();
@@ -34,7 +35,7 @@ std::string FormatNumber(double value, int width) {
   return absl::StrFormat("%*.0e", width, value);
 }
 
-std::string ResultHeader(bool cputime, bool predicted, bool variants) {
+std::string ResultHeader(bool cputime, bool predicted, bool variants, bool compressed) {
   const char* time = cputime ? "cputime" : "time";
   std::string lines[3] = {
       absl::StrFormat(
@@ -53,6 +54,11 @@ std::string ResultHeader(bool cputime, bool predicted, bool variants) {
     lines[1] = WithPrediction(
         lines[1], absl::StrFormat(kPredictionCells, "algorithm", "time", "out-pl", "in-pl"));
     lines[2] = WithPrediction(lines[2], absl::StrFormat(kPredictionCells, "", "(us)", "", ""));
+  }
+  if (compressed) {
+    lines[0] = WithPrediction(lines[0], absl::StrFormat("  %21s", "compressed, per op"));
+    lines[1] = WithPrediction(lines[1], absl::StrFormat(kWireCells, "wire", "ratio"));
+    lines[2] = WithPrediction(lines[2], absl::StrFormat(kWireCells, "(B)", ""));
   }
   if (variants) {
     // In place of the space -P's header lines end with, so the names start under "variant".
@@ -83,6 +89,14 @@ std::string RowPrediction(const std::string& algorithm, std::optional<double> pr
                           std::optional<double> in_place_ratio) {
   return absl::StrFormat(kPredictionCells, algorithm, NumberOrNa(predicted_us, 7),
                          NumberOrNa(out_of_place_ratio, 6), NumberOrNa(in_place_ratio, 6));
+}
+
+std::string RowWire(uint64_t wire_bytes, uint64_t uncompressed_bytes) {
+  const std::string ratio =
+      uncompressed_bytes == 0
+          ? "N/A"
+          : absl::StrFormat("%.4f", static_cast<double>(wire_bytes) / uncompressed_bytes);
+  return absl::StrFormat(kWireCells, absl::StrCat(wire_bytes), ratio);
 }
 
 std::string RowVariant(const std::string& variant) { return absl::StrCat("  ", variant); }

@@ -10,8 +10,9 @@
 //
 // With -P (Weft's own) each header line and row goes on with four columns: the algorithm that
 // ran, the tuner's predicted time for it, and measured/predicted for each half; with -V, one
-// more: the variant the row measured. Everything left of them stays as nccl-tests prints it, so
-// scripts that cut columns by position keep working.
+// more: the variant the row measured. With --compression, two columns instead: the bytes a rank
+// sent per operation and their ratio to an uncompressed ring's. Everything left of them stays as
+// nccl-tests prints it, so scripts that cut columns by position keep working.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +27,10 @@ std::string FormatNumber(double value, int width);
 
 // The "#" line and the three column-header lines, each ending in '\n'. With `cputime` (-C) the
 // time columns are labelled "cputime"; with `predicted` (-P) the -P columns follow, and with
-// `variants` (-V, which implies -P) the variant's column after them.
-std::string ResultHeader(bool cputime, bool predicted = false, bool variants = false);
+// `variants` (-V, which implies -P) the variant's column after them; with `compressed`
+// (--compression) the wire columns.
+std::string ResultHeader(bool cputime, bool predicted = false, bool variants = false,
+                         bool compressed = false);
 
 // "%12li  %12li  %8s  %6s  %6i": size, count, type, redop, root.
 std::string RowPreamble(int64_t bytes, int64_t count, const char* type, const char* redop,
@@ -44,6 +47,10 @@ std::string RowPrediction(const std::string& algorithm, std::optional<double> pr
 
 // -V's column, the last: two spaces and the variant's name.
 std::string RowVariant(const std::string& variant);
+
+// --compression's columns: "  %12lu  %7.4f" (wire bytes per operation, wire / uncompressed
+// bytes); the ratio is N/A when the uncompressed collective sends nothing (1 rank, 0 bytes).
+std::string RowWire(uint64_t wire_bytes, uint64_t uncompressed_bytes);
 
 // From "# Out of bounds values" to the last "#" line. `min_bw` is NCCL_TESTS_MIN_BW when set:
 // then the bandwidth line ends in OK or FAILED.

@@ -43,9 +43,21 @@ const char* const kVariantsHeader =
     "#       size         count      type   redop    root     time   algbw   busbw  #wrong     "
     "time   algbw   busbw  #wrong     algorithm     time  out-pl   in-pl  variant";
 
+// nccl-tests' columns (the first line padded to their 118 characters), then "  %12s  %7s" and
+// the trailing space.
+const char* const kCompressedHeader[3] = {
+    "#                                                              out-of-place               "
+    "        in-place                 compressed, per op ",
+    "#       size         count      type   redop    root     time   algbw   busbw  #wrong     "
+    "time   algbw   busbw  #wrong          wire    ratio ",
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             "
+    "(us)  (GB/s)  (GB/s)                   (B)          ",
+};
+
 namespace {
 
 constexpr int kRowWidth = 52 + 2 * 33;
+constexpr int kWireWidth = 2 + 12 + 2 + 7;
 constexpr int kPredictionWidth = 2 + 12 + 2 + 7 + 2 + 6 + 2 + 6;
 
 // A right-aligned field of exactly `width` characters: leading spaces, then one token.
@@ -97,9 +109,34 @@ std::optional<PerfPrediction> ParsePrediction(absl::string_view line, std::strin
   return p;
 }
 
-std::optional<PerfRow> ParseRow(absl::string_view line, std::string* problem) {
+std::optional<PerfWire> ParseWire(absl::string_view line, std::string* problem) {
+  PerfWire wire;
+  std::string bytes;
+  const size_t at = kRowWidth;
+  if (line.size() != kRowWidth + kWireWidth || !Gap(line, at) || !Field(line, at + 2, 12, &bytes) ||
+      !Gap(line, at + 14) || !Field(line, at + 16, 7, &wire.ratio) ||
+      !absl::SimpleAtoi(bytes, &wire.bytes)) {
+    *problem = "--compression's columns are not '  %12lu  %7s'";
+    return std::nullopt;
+  }
+  const size_t dot = wire.ratio.find('.');
+  double ratio = 0;
+  if (wire.ratio != "N/A" && (!absl::SimpleAtod(wire.ratio, &ratio) || dot == std::string::npos ||
+                              wire.ratio.size() - dot != 5)) {
+    *problem = "the ratio is neither %.4f nor N/A";
+    return std::nullopt;
+  }
+  return wire;
+}
+
+std::optional<PerfRow> ParseRow(absl::string_view line, bool compressed, std::string* problem) {
   const int width = static_cast<int>(line.size());
-  if (width != kRowWidth && width < kRowWidth + kPredictionWidth) {
+  if (compressed && width != kRowWidth + kWireWidth) {
+    *problem = absl::StrCat("row is ", line.size(), " characters, not ", kRowWidth + kWireWidth,
+                            " (with --compression's columns)");
+    return std::nullopt;
+  }
+  if (!compressed && width != kRowWidth && width < kRowWidth + kPredictionWidth) {
     *problem = absl::StrCat("row is ", line.size(), " characters, not ", kRowWidth, " (or ",
                             kRowWidth + kPredictionWidth, " with -P, more with -V)");
     return std::nullopt;
@@ -141,6 +178,11 @@ std::optional<PerfRow> ParseRow(absl::string_view line, std::string* problem) {
       }
       half.wrong = static_cast<int64_t>(value);
     }
+  }
+  if (compressed) {
+    row.wire = ParseWire(line, problem);
+    if (!row.wire) return std::nullopt;
+    return row;
   }
   if (width > kRowWidth) {
     row.prediction = ParsePrediction(line, problem);
@@ -205,7 +247,12 @@ PerfOutput ParsePerfOutput(const std::string& text) {
         } else if (header_lines < 3 && (line == kResultHeader[header_lines] ||
                                         (header_lines == 1 && line == kResultHeaderCputime) ||
                                         line == kPredictedHeader[header_lines] ||
-                                        (header_lines == 1 && line == kVariantsHeader))) {
+                                        (header_lines == 1 && line == kVariantsHeader) ||
+                                        line == kCompressedHeader[header_lines])) {
+          if (header_lines == 0) out.compressed_header = line == kCompressedHeader[0];
+          if (out.compressed_header != (line == kCompressedHeader[header_lines])) {
+            problem("result header lines mix nccl-tests' and --compression's");
+          }
           if (header_lines == 0) out.predicted_header = line == kPredictedHeader[0];
           if (header_lines == 1) out.variants_header = line == kVariantsHeader;
           const bool predicted_line = line == kPredictedHeader[header_lines] || out.variants_header;
@@ -237,7 +284,7 @@ PerfOutput ParsePerfOutput(const std::string& text) {
           out.other.push_back(line);
         } else {
           std::string why;
-          std::optional<PerfRow> row = ParseRow(line, &why);
+          std::optional<PerfRow> row = ParseRow(line, out.compressed_header, &why);
           if (row) {
             out.rows.push_back(*row);
           } else {

@@ -24,6 +24,13 @@ struct PerfPrediction {
   std::string ratio[2];      // measured/predicted, out-of-place and in-place: numbers or "N/A"
 };
 
+// --compression's columns after nccl-tests' own: wire bytes per operation and their ratio to an
+// uncompressed ring's (the text, "N/A" or "%.4f").
+struct PerfWire {
+  int64_t bytes = 0;
+  std::string ratio;
+};
+
 struct PerfRow {
   int64_t size = 0;
   int64_t count = 0;
@@ -32,17 +39,19 @@ struct PerfRow {
   int root = 0;
   PerfHalf half[2];  // out-of-place, in-place
   std::optional<PerfPrediction> prediction;
-  std::string variant;  // -V's column, after -P's; empty without -V
+  std::string variant;           // -V's column, after -P's; empty without -V
+  std::optional<PerfWire> wire;  // with --compression
 };
 
 struct PerfOutput {
   std::string program;           // from "# Collective test starting:"
   bool parameters_line = false;  // "# nThread 1 nGpus 1 minBytes ..."
   int device_lines = 0;
-  std::vector<int> device_ranks;  // the Rank column of "# Using devices", in order
-  bool result_header = false;     // the three header lines, exactly
-  bool predicted_header = false;  // and they carry -P's columns
-  bool variants_header = false;   // and -V's
+  std::vector<int> device_ranks;   // the Rank column of "# Using devices", in order
+  bool result_header = false;      // the three header lines, exactly
+  bool predicted_header = false;   // and they carry -P's columns
+  bool variants_header = false;    // and -V's
+  bool compressed_header = false;  // and --compression's (then every row has its columns)
   std::vector<PerfRow> rows;
   std::optional<int> out_of_bounds;
   std::optional<double> average_busbw;
@@ -64,5 +73,7 @@ extern const char* const kResultHeaderCputime;
 extern const char* const kPredictedHeader[3];
 // The middle one with -V's column too.
 extern const char* const kVariantsHeader;
+// The three lines with --compression's columns.
+extern const char* const kCompressedHeader[3];
 
 }  // namespace weft::testing

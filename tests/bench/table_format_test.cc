@@ -59,6 +59,16 @@ TEST(PerfTable, VariantColumnEndsTheLines) {
   EXPECT_EQ(RowVariant("shm_direct"), "  shm_direct");
 }
 
+// --compression's columns continue nccl-tests' lines: wire bytes per operation and the ratio.
+TEST(PerfTable, WireColumnsFollowNcclTestsColumns) {
+  const std::string expected = std::string("#\n") + testing::kCompressedHeader[0] + "\n" +
+                               testing::kCompressedHeader[1] + "\n" +
+                               testing::kCompressedHeader[2] + "\n";
+  EXPECT_EQ(ResultHeader(false, false, false, true), expected);
+  EXPECT_EQ(RowWire(1040, 4096), "          1040   0.2539");
+  EXPECT_EQ(RowWire(0, 0), "             0      N/A");
+}
+
 TEST(PerfTable, FooterMatchesNcclTestsLines) {
   EXPECT_EQ(Footer(0, 39.7695, std::nullopt, "all_reduce_perf"),
             "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 39.7695 \n#\n"
