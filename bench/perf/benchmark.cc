@@ -346,8 +346,8 @@ absl::StatusOr<std::optional<int64_t>> Benchmark::Check(const Case& c) {
     InjectErrors(c, p.recv);
     int64_t counts[2] = {0, 0};  // wrong elements; ranks that found any
     if (compressed_) {
-      absl::StatusOr<std::vector<float>> want =
-          CompressedExpected(collective_, c.layout, *options_.compression, data, rank_, ranks_);
+      absl::StatusOr<std::vector<float>> want = CompressedExpected(
+          collective_, c.layout, *options_.compression, data, rank_, ranks_, compressed_->ring());
       if (!want.ok()) return Annotate(want.status(), "documented result");
       counts[0] = CountWrongFloats(p.recv, *want);
     } else {

@@ -77,6 +77,37 @@ absl::StatusOr<std::vector<float>> Chunked(bool all_reduce, const CompressionOpt
   return out;
 }
 
+// The ring's chunk `rank`: it starts at rank + 1, and every rank after it decodes the partial sum
+// into zeros, adds its own chunk and (but the last, `rank` itself) encodes it again; times 1/N.
+absl::StatusOr<std::vector<float>> RingChunk(const CompressionOptions& options,
+                                             const TestData& data, size_t count, int rank,
+                                             int ranks) {
+  const size_t n = static_cast<size_t>(ranks), chunk = (count + n - 1) / n;
+  ChunkCodec codec(options, chunk);
+  std::vector<float> x(n * chunk, 0.0f), partial(chunk, 0.0f);
+  std::vector<float> error(chunk, 0.0f);
+  std::vector<uint8_t> wire(codec.bytes());
+  const float* piece = x.data() + static_cast<size_t>(rank) * chunk;  // rank r's chunk `rank`
+  for (int j = 1; j <= ranks; ++j) {
+    const int r = (rank + j) % ranks;
+    std::fill(x.begin(), x.end(), 0.0f);
+    data.FillInput(r, x.data(), count);
+    if (j > 1) {
+      std::fill(partial.begin(), partial.end(), 0.0f);
+      if (absl::Status s = codec.DecodeAdd(wire.data(), partial.data()); !s.ok()) return s;
+    }
+    for (size_t i = 0; i < chunk; ++i) partial[i] = j > 1 ? partial[i] + piece[i] : piece[i];
+    if (r == rank) break;
+    std::fill(error.begin(), error.end(), 0.0f);
+    if (absl::StatusOr<size_t> bad = codec.Encode(partial.data(), error.data(), wire.data());
+        !bad.ok()) {
+      return bad.status();
+    }
+  }
+  Scale(partial.data(), chunk, 1.0f / static_cast<float>(ranks));
+  return partial;
+}
+
 }  // namespace
 
 bool Compressible(const Collective& collective) {
@@ -128,13 +159,15 @@ WireBytes CompressedOp::PerOperation() const {
 absl::StatusOr<std::vector<float>> CompressedExpected(const Collective& collective,
                                                       const Layout& layout,
                                                       const CompressionOptions& options,
-                                                      const TestData& data, int rank, int ranks) {
+                                                      const TestData& data, int rank, int ranks,
+                                                      bool ring) {
   if (layout.send_count == 0) return std::vector<float>();
   const bool all_reduce = IsAllReduce(collective);
   absl::StatusOr<std::vector<float>> expected =
       all_reduce && options.codec == Codec::kTopK
           ? TopKAllReduce(options, data, layout.send_count, ranks)
-          : Chunked(all_reduce, options, data, layout.send_count, rank, ranks);
+      : ring ? RingChunk(options, data, layout.send_count, rank, ranks)
+             : Chunked(all_reduce, options, data, layout.send_count, rank, ranks);
   if (!expected.ok()) return expected.status();
   expected->resize(layout.recv_count);
   return *std::move(expected);

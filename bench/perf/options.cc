@@ -21,6 +21,7 @@ constexpr int kInjectErrors = 1000;
 constexpr int kCompression = 1001;
 constexpr int kCodecBlock = 1002;
 constexpr int kTopKRatio = 1003;
+constexpr int kCompressionPath = 1004;
 
 absl::Status Invalid(char flag, absl::string_view value, absl::string_view want) {
   return absl::InvalidArgumentError(
@@ -114,6 +115,7 @@ struct CompressionFlags {
   std::optional<Codec> codec;
   std::optional<size_t> block;
   std::optional<double> topk_ratio;
+  std::optional<ScatterPath> path;
 };
 
 absl::Status ParseCompression(absl::string_view text, CompressionFlags* flags) {
@@ -130,9 +132,9 @@ absl::Status ParseCompression(absl::string_view text, CompressionFlags* flags) {
 // The compressed collectives average fp32 arrays, and -P / -V describe uncompressed algorithms.
 absl::Status ApplyCompression(const CompressionFlags& flags, bool ops_given, Options* o) {
   if (!flags.codec) {
-    if (flags.block || flags.topk_ratio) {
+    if (flags.block || flags.topk_ratio || flags.path) {
       return absl::InvalidArgumentError(
-          "--compression_block and --topk_ratio need --compression CODEC");
+          "--compression_block, --topk_ratio and --compression_path need --compression CODEC");
     }
     return absl::OkStatus();
   }
@@ -152,6 +154,7 @@ absl::Status ApplyCompression(const CompressionFlags& flags, bool ops_given, Opt
   CompressionOptions compression{.codec = *flags.codec};
   if (flags.block) compression.block = *flags.block;
   if (flags.topk_ratio) compression.topk_ratio = *flags.topk_ratio;
+  if (flags.path) compression.scatter = *flags.path;
   o->ops = {ReduceOp::kAvg};
   o->compression = compression;
   return absl::OkStatus();
@@ -191,6 +194,7 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
                                  {"compression", required_argument, nullptr, kCompression},
                                  {"compression_block", required_argument, nullptr, kCodecBlock},
                                  {"topk_ratio", required_argument, nullptr, kTopKRatio},
+                                 {"compression_path", required_argument, nullptr, kCompressionPath},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   ParsedOptions parsed;
@@ -329,6 +333,18 @@ absl::StatusOr<ParsedOptions> ParseOptions(int argc, char** argv) {
         compression.topk_ratio = ratio;
         break;
       }
+      case kCompressionPath:
+        if (absl::string_view(arg) == "auto") {
+          compression.path = ScatterPath::kAuto;
+        } else if (absl::string_view(arg) == "direct") {
+          compression.path = ScatterPath::kDirect;
+        } else if (absl::string_view(arg) == "ring") {
+          compression.path = ScatterPath::kRing;
+        } else {
+          status = absl::InvalidArgumentError(
+              absl::StrCat("--compression_path '", arg, "': expected auto, direct or ring"));
+        }
+        break;
       case 'h':
         o.help = true;
         break;
@@ -406,6 +422,7 @@ std::string Usage(const std::string& program) {
 	                      result bit for bit (default none)
 	[--compression_block <n>] int8 and onebit: elements per scale (default 256)
 	[--topk_ratio <r>] topk: the share of elements sent, in (0, 1] (default 0.01)
+	[--compression_path <auto/direct/ring>] reduce_scatter: the all-to-all or the ring that re-encodes at each hop (default auto: the cost model's choice)
 	[-R,--local_register <0/1/2>] 1 or 2: buffers from weft::AllocShared, read in place by peers
 	[-t,--nthreads] [-g,--ngpus] [-p] [-y] [-G]: GPU/thread flags, accepted and ignored
 	[-h,--help]

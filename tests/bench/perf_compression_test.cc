@@ -25,6 +25,7 @@ struct Setting {
   std::string codec;
   size_t block = 256;
   double topk_ratio = 0.01;
+  std::string path = "auto";  // --compression_path
 };
 
 // The documented bytes a rank sends per operation for an fp32 array of `count` elements: chunks
@@ -47,8 +48,9 @@ uint64_t DocumentedWireBytes(const std::string& tool, const Setting& s, size_t c
 }
 
 std::vector<std::string> Flags(const Setting& s, std::vector<std::string> flags) {
-  flags.insert(flags.end(), {"--compression", s.codec, "--compression_block",
-                             std::to_string(s.block), "--topk_ratio", absl::StrCat(s.topk_ratio)});
+  flags.insert(flags.end(),
+               {"--compression", s.codec, "--compression_block", std::to_string(s.block),
+                "--topk_ratio", absl::StrCat(s.topk_ratio), "--compression_path", s.path});
   return flags;
 }
 
@@ -92,6 +94,9 @@ TEST_P(EveryCodec, LossyResultsMatchTheDocumentedComputation) {
     ExpectExactAndDocumented(tool, 2, {.codec = GetParam()});
     ExpectExactAndDocumented(tool, 3, {.codec = GetParam(), .block = 64, .topk_ratio = 0.05});
   }
+  // The ring re-encodes partial sums at each hop: its own documented computation, the same bytes.
+  ExpectExactAndDocumented("reduce_scatter", 4,
+                           {.codec = GetParam(), .block = 64, .topk_ratio = 0.05, .path = "ring"});
 }
 
 INSTANTIATE_TEST_SUITE_P(PerfCompression, EveryCodec,
@@ -139,14 +144,15 @@ TEST(PerfCompression, OnlyAllReduceAndReduceScatterAcceptIt) {
 }
 
 TEST(PerfCompression, UsageErrors) {
-  for (const std::vector<std::string>& flags :
-       std::vector<std::vector<std::string>>{{"--compression", "zip"},
-                                             {"--compression", "int8", "-o", "sum"},
-                                             {"--compression", "int8", "-d", "half"},
-                                             {"--compression", "int8", "-P", "1"},
-                                             {"--compression", "topk", "--topk_ratio", "0"},
-                                             {"--compression", "int8", "--compression_block", "0"},
-                                             {"--topk_ratio", "0.1"}}) {
+  for (const std::vector<std::string>& flags : std::vector<std::vector<std::string>>{
+           {"--compression", "zip"},
+           {"--compression", "int8", "-o", "sum"},
+           {"--compression", "int8", "-d", "half"},
+           {"--compression", "int8", "-P", "1"},
+           {"--compression", "topk", "--topk_ratio", "0"},
+           {"--compression", "int8", "--compression_block", "0"},
+           {"--compression", "int8", "--compression_path", "tree"},
+           {"--topk_ratio", "0.1"}}) {
     std::vector<std::string> argv = {ToolPath("all_reduce")};
     argv.insert(argv.end(), flags.begin(), flags.end());
     ProcessResult result = RunProcess(argv, {}, Scaled(std::chrono::seconds(20)));
