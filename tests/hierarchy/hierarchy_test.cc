@@ -93,7 +93,8 @@ TEST(Tuner, AllRanksChooseAlikeAcrossNodes) {
 TEST(Tuner, AllRanksChooseAlikeOnOneHost) { ExpectSuccess(RunJob("a a a", {TUNER_WORKER}, {})); }
 
 // Across nodes weft-tune measures the shm class inside each node and the net class across them
-// (every lane at once), and a job across those nodes prices with its file.
+// (every lane at once, and the first lane alone: net_flow), and a job across those nodes prices
+// with its file.
 TEST(Tuner, WeftTuneMeasuresTheLinksAcrossNodes) {
   const std::string file = ::testing::TempDir() + "/hierarchy-test-tuning.txt";
   ExpectSuccess(RunJob("a a b b", {WEFT_TUNE, "--out", file, "--samples", "2"}, {}));
@@ -101,6 +102,7 @@ TEST(Tuner, WeftTuneMeasuresTheLinksAcrossNodes) {
   std::stringstream text;
   text << in.rdbuf();
   EXPECT_TRUE(absl::StrContains(text.str(), "\nnet.2.gbps ")) << text.str();
+  EXPECT_TRUE(absl::StrContains(text.str(), "\nnet_flow.2.gbps ")) << text.str();
   EXPECT_TRUE(absl::StrContains(text.str(), "\nshm.2.gbps ")) << text.str();
   const ProcessResult used =
       RunJob("a a b b", {TUNER_WORKER}, {{"WEFT_TUNING_FILE", file}, {"WEFT_DEBUG", "INFO"}});
