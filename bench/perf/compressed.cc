@@ -40,43 +40,6 @@ absl::StatusOr<std::vector<float>> TopKAllReduce(const CompressionOptions& optio
   return out;
 }
 
-// The chunked computation: chunk c of every rank (the array cut into N chunks of ceil(count / N),
-// the last padded with zeros), encoded, decoded and added in rank order into zeros, times 1/N;
-// for all-reduce each averaged chunk is encoded again and decoded into zeros. Reduce-scatter
-// needs only chunk `rank`.
-absl::StatusOr<std::vector<float>> Chunked(bool all_reduce, const CompressionOptions& options,
-                                           const TestData& data, size_t count, int rank,
-                                           int ranks) {
-  const size_t n = static_cast<size_t>(ranks), chunk = (count + n - 1) / n;
-  const size_t first = all_reduce ? 0 : static_cast<size_t>(rank);
-  const size_t last = all_reduce ? n : first + 1;
-  ChunkCodec codec(options, chunk);
-  std::vector<float> x(n * chunk, 0.0f), sums(n * chunk, 0.0f);
-  for (int r = 0; r < ranks; ++r) {
-    data.FillInput(r, x.data(), count);
-    for (size_t c = first; c < last; ++c) {
-      if (absl::Status s = SendAndAdd(codec, x.data() + c * chunk, sums.data() + c * chunk);
-          !s.ok()) {
-        return s;
-      }
-    }
-  }
-  for (size_t c = first; c < last; ++c) {
-    Scale(sums.data() + c * chunk, chunk, 1.0f / static_cast<float>(ranks));
-  }
-  if (!all_reduce)
-    return std::vector<float>(sums.begin() + first * chunk, sums.begin() + last * chunk);
-  std::vector<float> out(n * chunk, 0.0f);
-  for (size_t c = 0; c < n; ++c) {
-    if (absl::Status s = SendAndAdd(codec, sums.data() + c * chunk, out.data() + c * chunk);
-        !s.ok()) {
-      return s;
-    }
-  }
-  out.resize(count);
-  return out;
-}
-
 // The ring's chunk `rank`: it starts at rank + 1, and every rank after it decodes the partial sum
 // into zeros, adds its own chunk and (but the last, `rank` itself) encodes it again; times 1/N.
 absl::StatusOr<std::vector<float>> RingChunk(const CompressionOptions& options,
@@ -106,6 +69,52 @@ absl::StatusOr<std::vector<float>> RingChunk(const CompressionOptions& options,
   }
   Scale(partial.data(), chunk, 1.0f / static_cast<float>(ranks));
   return partial;
+}
+
+// The chunked computation: chunk c of every rank (the array cut into N chunks of ceil(count / N),
+// the last padded with zeros), encoded, decoded and added in rank order into zeros, times 1/N (or
+// the ring's chain for chunk c); for all-reduce each averaged chunk is encoded again and decoded
+// into zeros. Reduce-scatter needs only chunk `rank`.
+absl::StatusOr<std::vector<float>> Chunked(bool all_reduce, bool ring,
+                                           const CompressionOptions& options, const TestData& data,
+                                           size_t count, int rank, int ranks) {
+  const size_t n = static_cast<size_t>(ranks), chunk = (count + n - 1) / n;
+  const size_t first = all_reduce ? 0 : static_cast<size_t>(rank);
+  const size_t last = all_reduce ? n : first + 1;
+  ChunkCodec codec(options, chunk);
+  std::vector<float> x(n * chunk, 0.0f), sums(n * chunk, 0.0f);
+  if (ring) {
+    for (size_t c = first; c < last; ++c) {
+      absl::StatusOr<std::vector<float>> sum =
+          RingChunk(options, data, count, static_cast<int>(c), ranks);
+      if (!sum.ok()) return sum.status();
+      std::copy(sum->begin(), sum->end(), sums.begin() + c * chunk);
+    }
+  } else {
+    for (int r = 0; r < ranks; ++r) {
+      data.FillInput(r, x.data(), count);
+      for (size_t c = first; c < last; ++c) {
+        if (absl::Status s = SendAndAdd(codec, x.data() + c * chunk, sums.data() + c * chunk);
+            !s.ok()) {
+          return s;
+        }
+      }
+    }
+    for (size_t c = first; c < last; ++c) {
+      Scale(sums.data() + c * chunk, chunk, 1.0f / static_cast<float>(ranks));
+    }
+  }
+  if (!all_reduce)
+    return std::vector<float>(sums.begin() + first * chunk, sums.begin() + last * chunk);
+  std::vector<float> out(n * chunk, 0.0f);
+  for (size_t c = 0; c < n; ++c) {
+    if (absl::Status s = SendAndAdd(codec, sums.data() + c * chunk, out.data() + c * chunk);
+        !s.ok()) {
+      return s;
+    }
+  }
+  out.resize(count);
+  return out;
 }
 
 }  // namespace
@@ -166,8 +175,7 @@ absl::StatusOr<std::vector<float>> CompressedExpected(const Collective& collecti
   absl::StatusOr<std::vector<float>> expected =
       all_reduce && options.codec == Codec::kTopK
           ? TopKAllReduce(options, data, layout.send_count, ranks)
-      : ring ? RingChunk(options, data, layout.send_count, rank, ranks)
-             : Chunked(all_reduce, options, data, layout.send_count, rank, ranks);
+          : Chunked(all_reduce, ring, options, data, layout.send_count, rank, ranks);
   if (!expected.ok()) return expected.status();
   expected->resize(layout.recv_count);
   return *std::move(expected);

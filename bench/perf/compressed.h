@@ -49,8 +49,12 @@ class CompressedOp {
   // What one operation sent from this rank, and what an fp32 ring would have sent (the average
   // over the Runs so far; every Run of an object sends the same).
   WireBytes PerOperation() const;
-  // Whether the reduce-scatter runs on the ring (else the direct all-to-all).
-  bool ring() const { return reduce_scatter_ != nullptr && reduce_scatter_->ring(); }
+  // Whether the reduce-scatter (the all-reduce's first half) runs on the ring (else the direct
+  // all-to-all).
+  bool ring() const {
+    return reduce_scatter_ != nullptr ? reduce_scatter_->ring()
+                                      : all_reduce_ != nullptr && all_reduce_->ring();
+  }
 
  private:
   explicit CompressedOp(const Layout& layout) : layout_(layout) {}
@@ -64,8 +68,8 @@ class CompressedOp {
 // The result of one Run on a fresh object, recomputed from every rank's inputs (`data`, as
 // TestData::FillInput writes them) with the codecs in the documented order: the recv_count
 // elements `rank`'s receive region must then hold, bit for bit; `ring`: the reduce-scatter's
-// ring path (CompressedOp::ring). Fails only where the codecs refuse the options
-// (CompressedOp::Create refuses them first).
+// (or the all-reduce's first half's) ring path (CompressedOp::ring). Fails only where the codecs
+// refuse the options (CompressedOp::Create refuses them first).
 absl::StatusOr<std::vector<float>> CompressedExpected(const Collective& collective,
                                                       const Layout& layout,
                                                       const CompressionOptions& options,

@@ -422,7 +422,7 @@ std::string Usage(const std::string& program) {
 	                      result bit for bit (default none)
 	[--compression_block <n>] int8 and onebit: elements per scale (default 256)
 	[--topk_ratio <r>] topk: the share of elements sent, in (0, 1] (default 0.01)
-	[--compression_path <auto/direct/ring>] reduce_scatter: the all-to-all or the ring that re-encodes at each hop (default auto: the cost model's choice)
+	[--compression_path <auto/direct/ring>] the reduce-scatter (all-reduce: its first half) by the all-to-all or the ring that re-encodes at each hop (default auto: the cost model's choice)
 	[-R,--local_register <0/1/2>] 1 or 2: buffers from weft::AllocShared, read in place by peers
 	[-t,--nthreads] [-g,--ngpus] [-p] [-y] [-G]: GPU/thread flags, accepted and ignored
 	[-h,--help]

@@ -27,10 +27,7 @@ CompressedAllReduce::CompressedAllReduce(Communicator* comm, size_t count,
     codec_ = std::make_unique<ChunkCodec>(options, count);
     error_.assign(count, 0.0f);
   } else {
-    // The documented computation: the direct path, whose all-gather half mirrors it.
-    CompressionOptions direct = options;
-    direct.scatter = ScatterPath::kDirect;
-    scatter_ = *CompressedReduceScatter::Create(comm, count, direct);
+    scatter_ = *CompressedReduceScatter::Create(comm, count, options);
     codec_ = std::make_unique<ChunkCodec>(options, scatter_->chunk());
     if (codec_->has_feedback()) error_.assign(scatter_->chunk(), 0.0f);
     sum_.resize(scatter_->chunk());

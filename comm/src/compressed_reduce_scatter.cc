@@ -1,6 +1,7 @@
 #include "weft/comm/compressed_reduce_scatter.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "chunk_codec.h"
@@ -119,6 +120,15 @@ absl::StatusOr<size_t> CompressedReduceScatter::RunRing(float* slice) {
     for (size_t i = 0; i < chunk_; ++i) out[i] += own[i];
     return absl::OkStatus();
   };
+  // This rank's own chunk is added, never encoded: its non-finite elements become zeros here,
+  // as an encoder would send them.
+  float* own = staged_.data() + static_cast<size_t>(r) * chunk_;
+  for (size_t i = 0; i < chunk_; ++i) {
+    if (!std::isfinite(own[i])) {
+      own[i] = 0.0f;
+      ++bad;
+    }
+  }
   if (absl::Status s = encode(staged_.data() + static_cast<size_t>(prev) * chunk_, prev); !s.ok()) {
     return s;
   }

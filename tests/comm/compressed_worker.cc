@@ -3,8 +3,9 @@
 //
 // For every codec, three calls in a row (so error feedback carries over): the result on this rank
 // equals, bit for bit, the documented computation redone here for all ranks from their inputs
-// (each rank's chunks encoded with its error, decoded and added in rank order, times 1/N, encoded
-// with the chunk owner's error, decoded; top-k: every rank's entries added in rank order, times
+// (each rank's chunks encoded with its error, decoded and added in rank order, times 1/N, or
+// forced onto the ring its chain of decode, add and re-encode; encoded with the chunk owner's
+// error, decoded; top-k: every rank's entries added in rank order, times
 // 1/N), and the reduce-scatter's chunk equals the first half of that computation (top-k: per
 // chunk) or, forced onto the ring, the ring's chain of decode, add and re-encode, in place too; the
 // wire bytes are the codec's; a rank that passes an infinity gets FailedPrecondition while the
@@ -105,8 +106,17 @@ class Reference {
     return {};
   }
 
-  std::vector<float> Call(int t) {
+  std::vector<float> Call(int t, bool ring = false) {
     if (o_.codec == Codec::kTopK) return TopK(t);
+    if (ring) {
+      std::vector<float> out(n_ * chunk_, 0.0f);
+      for (int c = 0; c < n_; ++c) {
+        std::vector<float> sum = RingScatter(t, c);
+        DecodeAdd(Encode(sum.data(), server_[c].data()), out.data() + c * chunk_);
+      }
+      out.resize(count_);
+      return out;
+    }
     std::vector<std::vector<std::vector<uint8_t>>> sent(n_);  // [rank][chunk]
     for (int r = 0; r < n_; ++r) {
       std::vector<float> x(n_ * chunk_, 0.0f);
@@ -187,23 +197,32 @@ class Reference {
   std::vector<std::vector<float>> worker_, server_;
 };
 
-void TestCodec(Communicator* comm, Codec codec, size_t count) {
+void TestCodec(Communicator* comm, Codec codec, size_t count, ScatterPath path) {
   CompressionOptions options;
   options.codec = codec;
+  options.scatter = path;
   options.block = 64;
   options.topk_ratio = 0.05;
   options.timeout = Scaled(absl::Seconds(30));
-  const std::string what = absl::StrCat(Name(codec), " count ", count);
   auto reduce = CompressedAllReduce::Create(comm, count, options);
-  Check(reduce.ok(), what + ": Create: " + reduce.status().ToString());
+  Check(reduce.ok(), absl::StrCat(Name(codec), ": Create: ", reduce.status().ToString()));
   if (!reduce.ok()) return;
+  // Forced, the ring runs (top-k has no reduce-scatter half); auto is the cost model's choice,
+  // the direct path on one node.
+  const bool ring = (*reduce)->ring();
+  const std::string what = absl::StrCat(Name(codec), ring ? " on the ring" : "", " count ", count);
+  if (path == ScatterPath::kRing) {
+    Check(ring == (comm->size() > 1 && codec != Codec::kTopK), what + ": the ring not taken");
+  } else if (comm->NodeRanks().size() == static_cast<size_t>(comm->size())) {
+    Check(!ring, what + ": the ring taken on one node");
+  }
   Reference reference(comm->size(), count, options);
   for (int t = 0; t < 3; ++t) {
     std::vector<float> data(count);
     for (size_t i = 0; i < count; ++i) data[i] = Input(rank, t, i);
     absl::Status s = (*reduce)->Run(data.data());
     Check(s.ok(), absl::StrCat(what, " call ", t, ": ", s.ToString()));
-    const std::vector<float> expected = reference.Call(t);
+    const std::vector<float> expected = reference.Call(t, ring);
     size_t wrong = 0;
     for (size_t i = 0; i < count; ++i) wrong += std::memcmp(&data[i], &expected[i], 4) != 0;
     Check(wrong == 0, absl::StrCat(what, " call ", t, ": ", wrong, " of ", count,
@@ -263,17 +282,20 @@ void TestScatter(Communicator* comm, Codec codec, size_t count, ScatterPath path
         absl::StrCat(what, ": wire bytes ", (*scatter)->wire_bytes(), ", expected ", 3 * per_call));
 }
 
-void TestInfinity(Communicator* comm) {
+// On both paths: on the ring, element 5 lies in rank 0's own chunk, which is added, not encoded.
+void TestInfinity(Communicator* comm, ScatterPath path) {
   CompressionOptions options;
   options.timeout = Scaled(absl::Seconds(30));
+  options.scatter = path;
   auto reduce = CompressedAllReduce::Create(comm, 1000, options);
   if (!reduce.ok()) return;
   std::vector<float> data(1000, 1.0f);
   if (rank == 0) data[5] = std::numeric_limits<float>::infinity();
   const absl::Status s = (*reduce)->Run(data.data());
+  const std::string what = (*reduce)->ring() ? "on the ring, " : "";
   Check(rank == 0 ? absl::IsFailedPrecondition(s) : s.ok(),
-        absl::StrCat("an infinity on rank 0: ", s.ToString()));
-  Check(std::isfinite(data[5]), "the infinity must arrive as a finite value");
+        absl::StrCat(what, "an infinity on rank 0: ", s.ToString()));
+  Check(std::isfinite(data[5]), what + "the infinity must arrive as a finite value");
   Check(!CompressedAllReduce::Create(comm, 0, options).ok(), "count 0 must be refused");
 }
 
@@ -288,12 +310,14 @@ int Main() {
   for (Codec codec :
        {Codec::kFloat16, Codec::kBFloat16, Codec::kInt8, Codec::kSign, Codec::kTopK}) {
     for (size_t count : {size_t{1}, size_t{1000}, size_t{4099}}) {
-      TestCodec(comm->get(), codec, count);
+      TestCodec(comm->get(), codec, count, ScatterPath::kAuto);
+      TestCodec(comm->get(), codec, count, ScatterPath::kRing);
       TestScatter(comm->get(), codec, count, ScatterPath::kDirect);
       TestScatter(comm->get(), codec, count, ScatterPath::kRing);
     }
   }
-  TestInfinity(comm->get());
+  TestInfinity(comm->get(), ScatterPath::kDirect);
+  TestInfinity(comm->get(), ScatterPath::kRing);
   // The cost model's choice, where the test says what it must be (pretend nodes).
   if (const char* expect = std::getenv("WEFT_EXPECT_COMPRESSED_RING"); expect != nullptr) {
     CompressionOptions options;

@@ -5,10 +5,10 @@
 //   auto reduce = weft::CompressedAllReduce::Create(comm, count, {weft::Codec::kInt8});
 //   absl::Status s = (*reduce)->Run(grads);   // grads: the compressed average, on every rank
 //
-// fp16, bf16, int8, sign: a direct CompressedReduceScatter (compressed_reduce_scatter.h: chunk c of
-// every rank, encoded with its error, goes to rank c, which decodes and adds them in rank order
-// and multiplies by 1/N), then rank c encodes that average (plus its second error) and an
-// all-gather gives every rank every encoded average, which it decodes.
+// fp16, bf16, int8, sign: a CompressedReduceScatter (compressed_reduce_scatter.h: chunk c's
+// average lands on rank c, by the direct all-to-all or the ring as options.scatter or the cost
+// model says), then rank c encodes that average (plus its second error) and an all-gather gives
+// every rank every encoded average, which it decodes.
 // Each rank sends 2·(N−1) encoded chunks: the codec's ratio of a ring all-reduce's bytes.
 // top-k: each rank encodes the k = ceil(topk_ratio · count) entries of largest magnitude (plus
 // its error); an all-gather of the (index, value) pairs; every rank adds the N ranks' entries in
@@ -57,6 +57,8 @@ class CompressedAllReduce {
   // sent for the same calls (2·(N−1)/N of the array each).
   uint64_t wire_bytes() const;
   uint64_t uncompressed_bytes() const { return uncompressed_bytes_; }
+  // Whether the reduce-scatter half runs on the ring (never for top-k).
+  bool ring() const { return scatter_ != nullptr && scatter_->ring(); }
 
   // The error-feedback state (worker error, then server error; empty for fp16 and bf16), and
   // its restore from a checkpoint (the same sizes, else InvalidArgument).

@@ -66,7 +66,8 @@ class CompressedReduceScatter {
   // the top of this file). `slice` may lie inside `data` (ZeRO's in-place reduce-scatter):
   // `data` is read whole before `slice` is written. Errors: a failed or late collective (naming
   // the rank and the call), or data with infinities or NaNs: those are sent as zeros, the
-  // collective completes on every rank, and the ranks that had them return FailedPrecondition.
+  // collective completes on every rank, and the ranks that had them return FailedPrecondition
+  // (the ring's own chunk, which is added rather than encoded, too).
   absl::Status Run(const float* data, float* slice);
 
   // Bytes this rank has sent so far, and what an uncompressed fp32 ring reduce-scatter would have
