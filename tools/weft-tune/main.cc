@@ -7,7 +7,9 @@
 //   reduce.gbps   the reduction kernel, on rank 0;
 //   shm.Q         ring all-reduces inside every node at once (Q ranks per node);
 //   net.N         ring all-reduces across the N nodes in every lane at once;
-//   net_flow.N    the same in the first lane alone, the others idle (a lone flow's pace);
+//   net_flow.N    ring all-reduces over every rank, numbered node by node: one message on each
+//                 node's link at a time while every rank works, as a flat ring across nodes
+//                 runs (its slowest step is the crossing);
 //   shm_direct.C.P, cma_direct.C.P
 //                 each direct collective C over all P ranks, where they share one host.
 // A ring class is fitted from a small and a large all-reduce (the small one gives alpha, what the
@@ -156,16 +158,15 @@ absl::StatusOr<Place> Locate(Communicator& comm) {
 }
 
 // Measures a ring class on the sub-communicator of this rank's `color`; every rank calls it.
-// `alone`: only color 0's group runs (the others wait at the closing barrier).
 absl::Status MeasureRing(Communicator& comm, int color, const char* name, int group_key,
-                         int samples, double gamma, CostModel& model, bool alone = false) {
+                         int samples, double gamma, CostModel& model) {
   CommOptions ring;
   ring.algorithm = "ring";
   absl::StatusOr<std::unique_ptr<Communicator>> sub = comm.Split(color, comm.rank(), ring);
   if (!sub.ok()) return sub.status();
   double fit[2] = {0, 0};
   int q = (*sub)->size();
-  if (q > 1 && (!alone || color == 0)) {
+  if (q > 1) {
     absl::StatusOr<double> small = Time(**sub, "all_reduce", kSmallBytes, samples);
     absl::StatusOr<double> large = Time(**sub, "all_reduce", kLargeBytes, samples);
     if (!small.ok()) return small.status();
@@ -174,9 +175,9 @@ absl::Status MeasureRing(Communicator& comm, int color, const char* name, int gr
     fit[0] = cost.alpha_us;
     fit[1] = cost.gbps;
   }
-  // Rank 0 keeps its group's fit (every group runs at once and alike, or its group alone).
+  // Rank 0 keeps its group's fit (every group runs at once and alike).
   if (comm.rank() == 0 && q > 1) model.Set(name, group_key, {fit[0], fit[1]});
-  return alone ? comm.Barrier().Wait() : absl::OkStatus();
+  return absl::OkStatus();
 }
 
 int Run(int argc, char** argv) {
@@ -224,8 +225,8 @@ int Run(int argc, char** argv) {
         !s.ok()) {
       return fail(s, "measuring net");
     }
-    if (absl::Status s = MeasureRing(world, place->local, CostModel::kNetFlow, place->nodes,
-                                     samples, model.gamma(), model, /*alone=*/true);
+    if (absl::Status s =
+            MeasureRing(world, 0, CostModel::kNetFlow, place->nodes, samples, model.gamma(), model);
         !s.ok()) {
       return fail(s, "measuring net_flow");
     }
