@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "weft/kernels/precision.h"
 
 namespace weft {
@@ -36,6 +37,15 @@ std::optional<Codec> ParseCodec(std::string_view name) {
     if (name == Name(c)) return c;
   }
   return std::nullopt;
+}
+
+absl::Status CheckCompressionArguments(size_t count, const CompressionOptions& options) {
+  if (count > 0 && options.block > 0 && options.topk_ratio > 0 && options.topk_ratio <= 1) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("compressed collective: count (", count, ") and block (", options.block,
+                   ") must be positive and topk_ratio (", options.topk_ratio, ") in (0, 1]"));
 }
 
 ChunkCodec::ChunkCodec(const CompressionOptions& options, size_t n)

@@ -12,6 +12,10 @@
 
 namespace weft {
 
+// InvalidArgument unless count, the block and the top-k ratio (in (0, 1]) are usable: the
+// compressed collectives' Create checks.
+absl::Status CheckCompressionArguments(size_t count, const CompressionOptions& options);
+
 class ChunkCodec {
  public:
   // `n` elements a chunk; top-k sends k = min(n, ceil(topk_ratio * n)) of them.

@@ -10,12 +10,7 @@ namespace weft {
 
 absl::StatusOr<std::unique_ptr<CompressedAllReduce>> CompressedAllReduce::Create(
     Communicator* comm, size_t count, const CompressionOptions& options) {
-  // The reduce-scatter's checks are the all-reduce's.
-  if (absl::StatusOr<std::unique_ptr<CompressedReduceScatter>> probe =
-          CompressedReduceScatter::Create(comm, count, options);
-      !probe.ok()) {
-    return probe.status();
-  }
+  if (absl::Status s = CheckCompressionArguments(count, options); !s.ok()) return s;
   return std::unique_ptr<CompressedAllReduce>(new CompressedAllReduce(comm, count, options));
 }
 

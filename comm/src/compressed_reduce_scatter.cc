@@ -11,11 +11,7 @@ namespace weft {
 
 absl::StatusOr<std::unique_ptr<CompressedReduceScatter>> CompressedReduceScatter::Create(
     Communicator* comm, size_t count, const CompressionOptions& options) {
-  if (count == 0 || options.block == 0 || !(options.topk_ratio > 0 && options.topk_ratio <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("compressed collective: count (", count, ") and block (", options.block,
-                     ") must be positive and topk_ratio (", options.topk_ratio, ") in (0, 1]"));
-  }
+  if (absl::Status s = CheckCompressionArguments(count, options); !s.ok()) return s;
   return std::unique_ptr<CompressedReduceScatter>(
       new CompressedReduceScatter(comm, count, options));
 }

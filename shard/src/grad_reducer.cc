@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "feedback_state.h"
 #include "weft/kernels/convert.h"
 #include "weft/kernels/dtype.h"
 #include "weft/kernels/hash.h"
@@ -93,32 +94,18 @@ uint64_t GradReducer::compressed_wire_bytes() const {
   return bytes;
 }
 
-std::vector<float> GradReducer::compression_errors() const {
-  std::vector<float> errors;
+std::vector<CompressedAllReduce*> GradReducer::Compressors() const {
+  std::vector<CompressedAllReduce*> all;
   for (const BucketState& state : state_) {
-    if (state.compressed == nullptr) continue;
-    const std::vector<float> mine = state.compressed->errors();
-    errors.insert(errors.end(), mine.begin(), mine.end());
+    if (state.compressed != nullptr) all.push_back(state.compressed.get());
   }
-  return errors;
+  return all;
 }
 
+std::vector<float> GradReducer::compression_errors() const { return JoinErrors(Compressors()); }
+
 absl::Status GradReducer::RestoreCompressionErrors(const std::vector<float>& errors) {
-  size_t at = 0;
-  for (BucketState& state : state_) {
-    if (state.compressed == nullptr) continue;
-    const size_t n = state.compressed->errors().size();
-    if (at + n > errors.size()) break;
-    std::vector<float> mine(errors.begin() + at, errors.begin() + at + n);
-    if (absl::Status s = state.compressed->RestoreErrors(mine); !s.ok()) return s;
-    at += n;
-  }
-  if (at != errors.size() || errors.size() != compression_errors().size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GradReducer: ", errors.size(), " saved error-feedback values for ",
-                     compression_errors().size(), " (a different bucket plan or codec)"));
-  }
-  return absl::OkStatus();
+  return SplitErrors(Compressors(), errors, "GradReducer");
 }
 
 GradReducer::~GradReducer() {

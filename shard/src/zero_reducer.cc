@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "feedback_state.h"
 #include "weft/kernels/convert.h"
 #include "weft/kernels/dtype.h"
 #include "weft/kernels/hash.h"
@@ -443,30 +444,16 @@ void ZeroReducer::ReleaseParams(int u) {
   gathered_[u] = nullptr;
 }
 
-std::vector<float> ZeroReducer::compression_errors() const {
-  std::vector<float> all;
-  for (const auto& rs : compressed_)
-    all.insert(all.end(), rs->errors().begin(), rs->errors().end());
+std::vector<CompressedReduceScatter*> ZeroReducer::Compressors() const {
+  std::vector<CompressedReduceScatter*> all;
+  for (const auto& c : compressed_) all.push_back(c.get());
   return all;
 }
 
+std::vector<float> ZeroReducer::compression_errors() const { return JoinErrors(Compressors()); }
+
 absl::Status ZeroReducer::RestoreCompressionErrors(const std::vector<float>& errors) {
-  if (errors.size() != compression_errors().size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ZeroReducer: ", errors.size(), " compression error values saved, ",
-                     compression_errors().size(), " expected (a different shard layout or codec)"));
-  }
-  size_t at = 0;
-  for (auto& rs : compressed_) {
-    const size_t n = rs->errors().size();
-    if (absl::Status s =
-            rs->RestoreErrors(std::vector<float>(errors.begin() + at, errors.begin() + at + n));
-        !s.ok()) {
-      return s;
-    }
-    at += n;
-  }
-  return absl::OkStatus();
+  return SplitErrors(Compressors(), errors, "ZeroReducer");
 }
 
 absl::Duration ZeroReducer::TakeWait() { return std::exchange(waited_, absl::ZeroDuration()); }

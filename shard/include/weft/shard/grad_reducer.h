@@ -117,6 +117,8 @@ class GradReducer {
               const GradReducerOptions& options, BucketPlan plan);
   absl::Status CheckPlanAcrossRanks();
   absl::Status CreateCompressors();
+  // The buckets' compressed all-reduces, in bucket order (empty without compression).
+  std::vector<CompressedAllReduce*> Compressors() const;
   void IssueReadyBuckets();
   // 16-bit wire: rounds bucket b's gradients into its narrow buffer, and widens them back.
   void Narrow(int b);

@@ -181,6 +181,8 @@ class ZeroReducer {
   ZeroReducer(Communicator* comm, ShardLayout layout, FlatBuffer* grads, FlatBuffer* params,
               const ZeroOptions& options);
   absl::Status CheckLayoutAcrossRanks();
+  // The units' compressed reduce-scatters, in unit order (empty without compression).
+  std::vector<CompressedReduceScatter*> Compressors() const;
   void IssueReadyUnits();
   // Hybrid: issues, in order, the replica all-reduce of every unit whose reduce-scatter has
   // completed (`wait`: waiting for each in turn).
