@@ -7,6 +7,7 @@
 # version script (libweft.map) names what leaves the library. weft.h marks its functions itself.
 set(_weft_public_cxx
   ${PROJECT_SOURCE_DIR}/comm/src/communicator.cc
+  ${PROJECT_SOURCE_DIR}/comm/src/communicator_create.cc
   ${PROJECT_SOURCE_DIR}/comm/src/engine.cc  # weft::Work
   ${PROJECT_SOURCE_DIR}/comm/src/shared_buffers.cc
   ${PROJECT_SOURCE_DIR}/comm/src/store_rendezvous.cc)

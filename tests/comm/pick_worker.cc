@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "weft/comm/communicator.h"
+#include "weft/kernels/hash.h"
 
 namespace {
 
@@ -91,8 +92,7 @@ int Run() {
                  operations);
     return 1;
   }
-  uint64_t hash = 1469598103934665603ull;
-  for (char c : sequence) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  const uint64_t hash = weft::Fnv1a(sequence);
   std::vector<uint64_t> hashes(comm.size());
   if (absl::Status s = comm.AllGather(&hash, hashes.data(), 1, DataType::kUint64).Wait(); !s.ok()) {
     std::fprintf(stderr, "FAIL all_gather: %s\n", s.ToString().c_str());

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "weft/comm/communicator.h"
+#include "weft/kernels/hash.h"
 
 namespace {
 
@@ -52,8 +53,7 @@ int Run() {
     }
   }
   // Every rank must have chosen alike: compare a hash of the choices across ranks.
-  uint64_t hash = 1469598103934665603ull;
-  for (char c : choices) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  const uint64_t hash = weft::Fnv1a(choices);
   std::vector<uint64_t> hashes(comm.size());
   if (absl::Status s = comm.AllGather(&hash, hashes.data(), 1, weft::DataType::kUint64).Wait();
       !s.ok()) {
