@@ -75,10 +75,20 @@ TEST(CostModel, ParsesEntriesWithAndWithoutGroupSizes) {
   int measured = 0;
   EXPECT_EQ(model.Get("shm_direct.broadcast", 8, &measured).gbps, 6);  // the nearest size
   EXPECT_EQ(measured, 3);
-  // What the file lacks keeps the built-in defaults; net_flow without an entry is net's.
+  // What the file lacks keeps the built-in defaults.
   EXPECT_GT(model.Get("net", 2).alpha_us, 0);
   EXPECT_EQ(model.Get("net_flow", 2).gbps, CostModel().Get("net_flow", 2).gbps);
   EXPECT_EQ(CostModel().source(), "built-in defaults");
+}
+
+// The built-in lone flow is faster than the built-in net; a file that measured net alone lends
+// it to net_flow, which is never slower, rather than mixing its network with the defaults'.
+TEST(CostModel, NetFlowIsItsDefaultOrAMeasuredNet) {
+  const CostModel defaults;
+  EXPECT_GT(defaults.Get("net_flow", 2).gbps, defaults.Get("net", 2).gbps);
+  CostModel slow;
+  ASSERT_TRUE(slow.Merge("net.alpha_us 100\nnet.gbps 0.1\n", "slow.txt").ok());
+  EXPECT_EQ(slow.Get("net_flow", 2).gbps, 0.1);
 }
 
 TEST(CostModel, FormatReadsBackTheSameModel) {
@@ -180,6 +190,14 @@ TEST(CostTuner, TwoNodesOverASlowNetworkGoHierarchical) {
   // The hierarchy halves what crosses the network: well under the ring's 3/4 of n each way.
   EXPECT_LT(tuner.Predict(AlgorithmId::kHierarchical, OpKind::kAllReduce, 64 << 20, shape),
             0.5 * tuner.Predict(AlgorithmId::kRing, OpKind::kAllReduce, 64 << 20, shape));
+  // Reduce-scatter: in the node each rank (every one a lane) sends the other lane's half (shm:
+  // 2 us, 4 GB/s), its lane rank reduces it (8 GB/s); half of the lane crosses (50 us, 1 GB/s)
+  // and is reduced; the result's quarter comes back in the node.
+  const double n = 64 << 20;
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kHierarchical, OpKind::kReduceScatter, n, shape),
+              (2e-6 + n / 2 / 4e9) + n / 2 / 8e9 + 50e-6 + n / 4 * (1 / 1e9 + 1 / 8e9) +
+                  (2e-6 + n / 4 / 4e9),
+              1e-12);
   const std::string explained = tuner.Explain(OpKind::kAllReduce, 64 << 20, shape);
   EXPECT_TRUE(absl::StrContains(explained, "hierarchical predicted")) << explained;
   EXPECT_TRUE(absl::StrContains(explained, "ring ")) << explained;
@@ -200,6 +218,22 @@ TEST(CostTuner, RabenseifnersAllReduceCrossesTheNetworkWithALocalShareOfTheBuffe
   shape.max_local = 3;
   EXPECT_NEAR(tuner.Predict(AlgorithmId::kRabenseifner, OpKind::kAllReduce, n, shape),
               4 * 50e-6 + 1.5 * n / 1e9 + 0.75 * n / 8e9, 1e-12);
+}
+
+// Recursive doubling pairs ranks at distance 1 first: over two nodes of two ranks numbered node
+// by node, one exchange stays in the node (shm: 2 us, 4 GB/s) and one crosses (50 us, 1 GB/s),
+// each of the whole buffer and reduced (8 GB/s). Three ranks fold on the network.
+TEST(CostTuner, RecursiveDoublingCrossesTheNetworkOncePerNodeDoubling) {
+  const CostTuner tuner(TestModel());
+  CommLayout shape = TwoNodesOfTwoRanks();
+  const double n = 4096;
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kRecursiveDoubling, OpKind::kAllReduce, n, shape),
+              (2e-6 + n / 4e9 + n / 8e9) + (50e-6 + n / 1e9 + n / 8e9), 1e-12);
+  EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, n, shape).algorithm, AlgorithmId::kRecursiveDoubling);
+  shape.ranks = 3;
+  shape.lanes = 1;
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kRecursiveDoubling, OpKind::kAllReduce, n, shape),
+              2 * (50e-6 + n / 1e9 + n / 8e9) + 2 * (50e-6 + n / 1e9) + n / 8e9, 1e-12);
 }
 
 // The built-in defaults pick what the machines they came from run fastest: the direct algorithms
@@ -224,6 +258,10 @@ TEST(CostTuner, TheBuiltInDefaultsPickSensibly) {
   EXPECT_NE(tuner.Choose(OpKind::kAllReduce, 256, nodes).algorithm, AlgorithmId::kHierarchical);
   EXPECT_EQ(tuner.Choose(OpKind::kAllReduce, 64 << 20, nodes).algorithm,
             AlgorithmId::kHierarchical);
+  // Broadcasts: the tree while one flow carries the buffer faster than the hierarchy's phases,
+  // the hierarchy once every lane's share of the network pays.
+  EXPECT_EQ(tuner.Choose(OpKind::kBroadcast, 32 << 10, nodes).algorithm, AlgorithmId::kTree);
+  EXPECT_EQ(tuner.Choose(OpKind::kBroadcast, 2 << 20, nodes).algorithm, AlgorithmId::kHierarchical);
 }
 
 // Ranks that share cores reach an arena round one after another: each other rank adds a link

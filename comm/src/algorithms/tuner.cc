@@ -26,9 +26,9 @@ constexpr double kLaneChunkBytes = 1 << 20;
 // flight than any one link class holds.
 constexpr double kHierarchyMargin = 1.05;
 // Up to this size the hierarchy is never taken: its extra phases cost hand-offs between ranks
-// that no link's alpha holds, and on the 2 x 2 rig the best flat algorithm ran faster in 99 of
-// 100 (collective, size) cells to 8 KiB.
-constexpr size_t kShortBytes = 8 << 10;
+// that no link's alpha holds, and on the 2 x 2 rig the best flat algorithm ran at least as fast
+// in 99 of 100 (collective, size) cells to 8 KiB and in 19 of 23 at 32 KiB.
+constexpr size_t kShortBytes = 32 << 10;
 
 double Log2Ceil(int p) { return p <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(p))); }
 bool PowerOfTwo(int p) { return (p & (p - 1)) == 0; }
@@ -95,6 +95,12 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
   const double b1 =
       shape.nodes > 1 ? std::min(b, model_.Get(CostModel::kNetFlow, shape.nodes).beta()) : b;
   const double log_p = Log2Ceil(p);
+  // Recursive halving and doubling pair ranks at distance 1, 2, 4, ...: over nodes of equal
+  // power-of-two sizes numbered node by node, the first log(per_node) steps stay in a node.
+  const int per_node = shape.lanes;
+  const bool steps_in_node_first =
+      shape.nodes > 1 && PowerOfTwo(p) && shape.max_local == per_node && PowerOfTwo(per_node);
+  const LinkCost node = model_.Get("shm", per_node);
 
   switch (algorithm) {
     case AlgorithmId::kRing:
@@ -118,16 +124,13 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
         case OpKind::kAllGather:
           return log_p * a + share * n * b + (fold ? 2 * a + (n + n / p) * b : 0);
         default: {
-          // The all-reduce halves along the low bits first: on nodes of equal power-of-two
-          // sizes, its steps pair ranks of one node until only a 1/local share of the buffer is
-          // left to cross the network, and its doubling retraces them.
-          const int local = shape.lanes;
-          if (shape.nodes > 1 && !fold && shape.max_local == local && PowerOfTwo(local)) {
-            const LinkCost node = model_.Get("shm", local);
-            const double node_share = static_cast<double>(local - 1) / local;
+          // The all-reduce's steps inside nodes leave a 1/local share of the buffer to cross
+          // the network, and its doubling retraces them.
+          if (steps_in_node_first) {
+            const double node_share = static_cast<double>(per_node - 1) / per_node;
             const double across_share = static_cast<double>(shape.nodes - 1) / shape.nodes;
-            return 2 * (Log2Ceil(local) * node.alpha() + node_share * n * node.beta() +
-                        Log2Ceil(shape.nodes) * a + across_share * n / local * b) +
+            return 2 * (Log2Ceil(per_node) * node.alpha() + node_share * n * node.beta() +
+                        Log2Ceil(shape.nodes) * a + across_share * n / per_node * b) +
                    share * n * g;
           }
           return 2 * log_p * a + 2 * share * n * b + share * n * g +
@@ -137,6 +140,10 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
     }
     case AlgorithmId::kRecursiveDoubling: {
       // log p exchanges of the whole buffer, each reduced; the fold sends it twice more.
+      if (steps_in_node_first) {
+        return Log2Ceil(per_node) * (node.alpha() + n * node.beta() + n * g) +
+               Log2Ceil(shape.nodes) * (a + n * b + n * g);
+      }
       double t = log_p * (a + n * b + n * g);
       if (!PowerOfTwo(p)) t += 2 * (a + n * b) + n * g;
       return t;
@@ -187,9 +194,10 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
       const int m = shape.lanes, gmax = shape.max_local, nodes = shape.nodes;
       const double lane = n / m;
       const double across_share = static_cast<double>(nodes - 1) / nodes;
-      // In the node: a lane rank takes in (g-1) pieces; every rank sends its n bytes out once.
-      const double in_node =
-          gmax > 1 ? local.alpha() + std::max(n, (gmax - 1) * lane) * local.beta() : 0;
+      // In the node a lane rank takes in (g-1) pieces of its lane; a rank without a lane sends
+      // all n bytes out. Where every rank has a lane, each moves only the (g-1) pieces.
+      const double node_bytes = gmax > m ? std::max(n, (gmax - 1) * lane) : (gmax - 1) * lane;
+      const double in_node = gmax > 1 ? local.alpha() + node_bytes * local.beta() : 0;
       switch (kind) {
         case OpKind::kAllReduce: {
           const double chunks = std::max(1.0, std::ceil(lane / kLaneChunkBytes));

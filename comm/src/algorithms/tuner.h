@@ -3,8 +3,8 @@
 // It prices every algorithm that implements the collective and can run on the communicator's
 // layout with an alpha-beta formula over the classes of a CostModel (tuner_model.h), NCCL-style
 // time = latency + bytes / bandwidth, and takes the cheapest, or over several nodes a
-// hierarchical broadcast or all-reduce past 8 KiB when it comes within a few percent of that
-// (kHierarchyMargin in tuner.cc); up to 8 KiB never a hierarchical one (kShortBytes). On one
+// hierarchical broadcast or all-reduce past 32 KiB when it comes within a few percent of that
+// (kHierarchyMargin in tuner.cc); up to 32 KiB never a hierarchical one (kShortBytes). On one
 // host the direct algorithms run every collective they implement, except that the tree competes
 // for reduces, and where the ranks share cores (a direct algorithm's rounds then wait for every
 // rank to be scheduled) all link algorithms compete. It is a pure function of (collective, bytes,

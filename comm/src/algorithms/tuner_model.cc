@@ -84,8 +84,12 @@ LinkCost CostModel::Get(absl::string_view name, int ranks, int* measured_ranks) 
     }
   }
   if (nearest != nullptr) return *nearest;
-  // A flow alone is no slower than in company.
-  if (name == kNetFlow) return Get("net", ranks, measured_ranks);
+  // A file that measured net but not net_flow: a flow alone is no slower than in company, and the
+  // file's net describes this network better than the built-in default does.
+  const auto measured_net = classes_.lower_bound({"net", 0});
+  if (name == kNetFlow && measured_net != classes_.end() && measured_net->first.first == "net") {
+    return Get("net", ranks, measured_ranks);
+  }
   for (const Default& d : kDefaults) {
     if (name == d.name) {
       found = IsLinkClass(name) ? ranks : kDefaultRanks;
