@@ -100,7 +100,6 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
   const int per_node = shape.lanes;
   const bool steps_in_node_first =
       shape.nodes > 1 && PowerOfTwo(p) && shape.max_local == per_node && PowerOfTwo(per_node);
-  const LinkCost node = model_.Get("shm", per_node);
 
   switch (algorithm) {
     case AlgorithmId::kRing:
@@ -127,6 +126,7 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
           // The all-reduce's steps inside nodes leave a 1/local share of the buffer to cross
           // the network, and its doubling retraces them.
           if (steps_in_node_first) {
+            const LinkCost node = model_.Get("shm", per_node);
             const double node_share = static_cast<double>(per_node - 1) / per_node;
             const double across_share = static_cast<double>(shape.nodes - 1) / shape.nodes;
             return 2 * (Log2Ceil(per_node) * node.alpha() + node_share * n * node.beta() +
@@ -141,6 +141,7 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
     case AlgorithmId::kRecursiveDoubling: {
       // log p exchanges of the whole buffer, each reduced; the fold sends it twice more.
       if (steps_in_node_first) {
+        const LinkCost node = model_.Get("shm", per_node);
         return Log2Ceil(per_node) * (node.alpha() + n * node.beta() + n * g) +
                Log2Ceil(shape.nodes) * (a + n * b + n * g);
       }

@@ -86,9 +86,11 @@ LinkCost CostModel::Get(absl::string_view name, int ranks, int* measured_ranks) 
   if (nearest != nullptr) return *nearest;
   // A file that measured net but not net_flow: a flow alone is no slower than in company, and the
   // file's net describes this network better than the built-in default does.
-  const auto measured_net = classes_.lower_bound({"net", 0});
-  if (name == kNetFlow && measured_net != classes_.end() && measured_net->first.first == "net") {
-    return Get("net", ranks, measured_ranks);
+  if (name == kNetFlow) {
+    const auto measured_net = classes_.lower_bound({"net", 0});
+    if (measured_net != classes_.end() && measured_net->first.first == "net") {
+      return Get("net", ranks, measured_ranks);
+    }
   }
   for (const Default& d : kDefaults) {
     if (name == d.name) {
