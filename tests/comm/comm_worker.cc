@@ -118,14 +118,16 @@ void TestReductions(Communicator& comm, DataType t, ReduceOp op, size_t count) {
       const std::string what = Label("all_reduce", t, op, count, in_place);
       EXPECT_OK(comm.AllReduce(send.data(), out, count, t, op).Wait());
       CheckReduced(what, t, op, p, 0, static_cast<std::byte*>(out), count);
+      if (!in_place) CheckCopied(what + " send buffer", t, op, r, 0, send.data(), count);
     }
     {  // reduce_scatter: global element index = block * count + i
       std::vector<std::byte> send = Inputs(t, op, r, 0, count * p);
       std::vector<std::byte> recv(count * es);
       std::byte* out = in_place ? send.data() + r * count * es : recv.data();
       EXPECT_OK(comm.ReduceScatter(send.data(), out, count, t, op).Wait());
-      CheckReduced(Label("reduce_scatter", t, op, count, in_place), t, op, p, r * count, out,
-                   count);
+      const std::string what = Label("reduce_scatter", t, op, count, in_place);
+      CheckReduced(what, t, op, p, r * count, out, count);
+      if (!in_place) CheckCopied(what + " send buffer", t, op, r, 0, send.data(), count * p);
     }
     for (int root : {0, p - 1}) {  // reduce
       std::vector<std::byte> send = Inputs(t, op, r, 0, count);

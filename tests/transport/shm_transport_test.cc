@@ -316,11 +316,12 @@ void RunLarge(bool cma) { RunMesh(2, cma, {kLarge}); }
 TEST(ShmTransport, LargeBothDirectionsThroughSlots) { RunLarge(false); }
 TEST(ShmTransport, LargeBothDirectionsByAddress) { RunLarge(true); }
 
-// Rank 1 sends its values; rank 0 combines them into its own with the receive-reduce sink.
+// Rank 1 sends its values; rank 0 combines them with its own through the receive-reduce sink:
+// in place, or (`from_base`) into a separate output, leaving its values as they were.
 template <typename T>
 absl::Status ReduceRanks(const Job& job, Store& store, int rank, size_t count, DataType type,
                          ReduceOp op, const std::function<T(int, size_t)>& value,
-                         const std::function<T(T, T)>& combine) {
+                         const std::function<T(T, T)>& combine, bool from_base) {
   absl::StatusOr<std::vector<std::unique_ptr<Link>>> links = ConnectMesh(job, store, rank, 2);
   if (!links.ok()) return links.status();
   Link* link = (*links)[1 - rank].get();
@@ -336,11 +337,17 @@ absl::Status ReduceRanks(const Job& job, Store& store, int rank, size_t count, D
     const uint64_t id = link->PostSend(envelope, mine.data(), bytes);
     return Drive({link}, [&] { return link->SendDone(id); });
   }
-  const uint64_t id = link->PostRecv(envelope, RecvSink::Reduce(mine.data(), type, op), bytes);
+  std::vector<T> out(from_base ? count : 0);
+  const RecvSink sink = from_base ? RecvSink::Reduce(out.data(), type, op, mine.data())
+                                  : RecvSink::Reduce(mine.data(), type, op);
+  const uint64_t id = link->PostRecv(envelope, sink, bytes);
   if (absl::Status s = Drive({link}, [&] { return link->RecvDone(id); }); !s.ok()) return s;
+  const T* got = from_base ? out.data() : mine.data();
   for (size_t i = 0; i < count; ++i) {
     const T expected = combine(value(0, i), value(1, i));
-    if (std::memcmp(&mine[i], &expected, sizeof(T)) != 0) {
+    const T kept = value(0, i);
+    if (std::memcmp(&got[i], &expected, sizeof(T)) != 0 ||
+        (from_base && std::memcmp(&mine[i], &kept, sizeof(T)) != 0)) {
       return absl::DataLossError(absl::StrCat("element ", i, " of ", count, " is wrong"));
     }
   }
@@ -356,13 +363,13 @@ void RunReduces(bool cma) {
       absl::Status s = ReduceRanks<float>(
           job, store, rank, count, DataType::kFloat32, ReduceOp::kSum,
           [](int r, size_t i) { return static_cast<float>((i * 7 + r * 13) % 100003) - 5000.0f; },
-          [](float a, float b) { return a + b; });
+          [](float a, float b) { return a + b; }, /*from_base=*/false);
       if (!s.ok()) return s;
       Job job2{job.unique_name + "-min", job.token, cma};
       return ReduceRanks<int64_t>(
           job2, store, rank, count, DataType::kInt64, ReduceOp::kMin,
           [](int r, size_t i) { return static_cast<int64_t>(Mix(i * 2 + r)) >> (r == 0 ? 1 : 0); },
-          [](int64_t a, int64_t b) { return std::min(a, b); });
+          [](int64_t a, int64_t b) { return std::min(a, b); }, /*from_base=*/true);
     }));
     EXPECT_TRUE(LeftoverShmObjects(job.unique_name).empty());
   }

@@ -415,9 +415,9 @@ TEST(TcpTransportTest, ReduceSinkCombinesElementwise) {
       return static_cast<int32_t>((i * 2654435761u + rank * 97) % 20001) - 10000;
     };
     std::vector<float> send_f(floats), recv_f(floats);
-    std::vector<int32_t> send_i(ints), recv_i(ints);
+    std::vector<int32_t> send_i(ints), recv_i(ints, -1);
     for (size_t i = 0; i < floats; ++i) send_f[i] = recv_f[i] = mine_f(ctx.rank, i);
-    for (size_t i = 0; i < ints; ++i) send_i[i] = recv_i[i] = mine_i(ctx.rank, i);
+    for (size_t i = 0; i < ints; ++i) send_i[i] = mine_i(ctx.rank, i);
     const uint8_t odd_out[3] = {1, 2, 3};
     uint8_t odd_in[3] = {};
 
@@ -433,7 +433,9 @@ TEST(TcpTransportTest, ReduceSinkCombinesElementwise) {
                        floats * 4),
          false},
         {&link,
-         link.PostRecv(e2, RecvSink::Reduce(recv_i.data(), DataType::kInt32, ReduceOp::kMax),
+         link.PostRecv(e2,
+                       RecvSink::Reduce(recv_i.data(), DataType::kInt32, ReduceOp::kMax,
+                                        /*base=*/send_i.data()),
                        ints * 4),
          false},
         {&link, link.PostSend(e0, odd_out, 3), true},
@@ -448,8 +450,8 @@ TEST(TcpTransportTest, ReduceSinkCombinesElementwise) {
       }
     }
     for (size_t i = 0; i < ints; ++i) {
-      if (recv_i[i] != std::max(mine_i(0, i), mine_i(1, i))) {
-        return absl::DataLossError(absl::StrCat("int32 max wrong at element ", i));
+      if (recv_i[i] != std::max(mine_i(0, i), mine_i(1, i)) || send_i[i] != mine_i(ctx.rank, i)) {
+        return absl::DataLossError(absl::StrCat("int32 max from a base wrong at element ", i));
       }
     }
     return absl::OkStatus();

@@ -20,8 +20,11 @@ absl::Status HierarchicalAllReduce::Run() {
   const size_t es = args_.element_bytes();
   const size_t count = args_.count;
   auto* data = static_cast<std::byte*>(args_.recv);
-  if (args_.send != args_.recv) std::memcpy(data, args_.send, count * es);
-  if (peers_.size() == 1) return absl::OkStatus();
+  const auto* input = static_cast<const std::byte*>(args_.send);
+  if (peers_.size() == 1) {
+    if (input != data) std::memcpy(data, input, count * es);
+    return absl::OkStatus();
+  }
 
   const int lanes = nodes.lanes();
   const std::vector<int>& local = nodes.local_group();
@@ -31,18 +34,22 @@ absl::Status HierarchicalAllReduce::Run() {
 
   const LaneChunks pieces(data, count, es, lanes);
   using Piece = LaneChunks::Piece;
+  auto input_of = [&](const Piece& p) { return input + (p.at - data); };
 
   std::vector<Transfer> pending;  // waited for at the end only
   std::vector<Transfer> reducing, reducing_next;
-  // Phase 1 of chunk c: every piece goes to its lane rank, which reduces it on receipt.
+  // Phase 1 of chunk c: every piece goes to its lane rank, which reduces it on receipt. Only the
+  // lane's own piece is copied to the output first: the rest is sent from the input and arrives
+  // finished in phase 3.
   auto reduce_in_node = [&](size_t c, std::vector<Transfer>& reductions) {
     for (int lane = 0; lane < lanes; ++lane) {
       const Piece p = pieces.piece(c, lane);
       const uint32_t step = PipelineStep(c, kReduceInNode);
       if (lane != my_lane) {
-        pending.push_back(peers_.Send(local[lane], step, p.at, p.bytes));
+        pending.push_back(peers_.Send(local[lane], step, input_of(p), p.bytes));
         continue;
       }
+      if (input != data && p.bytes > 0) std::memcpy(p.at, input_of(p), p.bytes);
       for (int r : local) {
         if (r == peers_.rank()) continue;
         reductions.push_back(
@@ -61,7 +68,7 @@ absl::Status HierarchicalAllReduce::Run() {
       if (across.size() > 1) {
         const Segments segments = Segments::Even(p.bytes / es, across.size(), es);
         if (absl::Status s =
-                GroupRingReduceScatter(peers_, across, p.at, segments, args_.dtype, args_.op,
+                GroupRingReduceScatter(peers_, across, p.at, p.at, segments, args_.dtype, args_.op,
                                        PipelineStep(c, kReduceScatterAcross));
             !s.ok()) {
           return s;

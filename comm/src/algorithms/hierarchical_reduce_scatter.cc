@@ -55,9 +55,9 @@ absl::Status HierarchicalReduceScatter::Run() {
   const RankGroup across{nodes.lane_group(my_lane), nodes.node()};
   const std::vector<int>& starts = plan.node_start[my_lane];
   if (across.size() > 1) {
-    if (absl::Status s = GroupRingReduceScatter(peers_, across, packed.lane_at(my_lane),
-                                                packed.NodeSegments(my_lane), args_.dtype, args_.op,
-                                                kReduceScatterAcross);
+    if (absl::Status s = GroupRingReduceScatter(
+            peers_, across, packed.lane_at(my_lane), packed.lane_at(my_lane),
+            packed.NodeSegments(my_lane), args_.dtype, args_.op, kReduceScatterAcross);
         !s.ok()) {
       return s;
     }

@@ -33,10 +33,10 @@ class PowerOfTwoFold {
   // Whether this rank is one of a folded pair (it sits out, or stands in for its neighbour).
   bool paired() const { return rank_ < 2 * folded_; }
 
-  // Step `step`: a rank that sits out sends `bytes` of `data` to its neighbour, which reduces
-  // them into its own `data`. Others do nothing.
-  absl::Status Fold(Peers& peers, uint32_t step, std::byte* data, size_t bytes, DataType dtype,
-                    ReduceOp op) const;
+  // Step `step`: a rank that sits out sends `bytes` of its `input` to its neighbour, which writes
+  // its own input reduced with them to its `data` (`input` may be `data`). Others do nothing.
+  absl::Status Fold(Peers& peers, uint32_t step, const std::byte* input, std::byte* data,
+                    size_t bytes, DataType dtype, ReduceOp op) const;
   // Step 0 of an all-reduce: `args`' input copied to its output, where the exchange works, and
   // folded there. The exchange's steps follow from 1.
   absl::Status FoldAllReduce(Peers& peers, const CollectiveArgs& args) const;

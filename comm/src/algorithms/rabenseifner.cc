@@ -22,10 +22,13 @@ int HalvingMask(int power, int index, bool low_bits_first) {
 }
 
 // Recursive halving: each participant keeps the half of its range that its bit selects and
-// reduces the partner's contribution to it in, until it holds one part reduced, *part.
+// reduces the partner's contribution to it in, until it holds one part of `data` reduced, *part.
+// The first step reads `input` (which may be `data`), so an out-of-place call copies nothing: the
+// half it keeps is written as input + received, and later steps work inside that half.
 template <typename Offset>
-absl::Status Halve(Peers& peers, const PowerOfTwoFold& fold, std::byte* data, Offset offset,
-                   DataType dtype, ReduceOp op, bool low_bits_first, uint32_t* step, int* part) {
+absl::Status Halve(Peers& peers, const PowerOfTwoFold& fold, const std::byte* input,
+                   std::byte* data, Offset offset, DataType dtype, ReduceOp op, bool low_bits_first,
+                   uint32_t* step, int* part) {
   const int me = fold.virtual_rank();
   int lo = 0, hi = fold.power();
   for (int i = 0; i < Log2(fold.power()); ++i, ++*step) {
@@ -35,11 +38,12 @@ absl::Status Halve(Peers& peers, const PowerOfTwoFold& fold, std::byte* data, Of
     const bool keep_low = (me & mask) == 0;
     const int keep_lo = keep_low ? lo : mid, keep_hi = keep_low ? mid : hi;
     const int give_lo = keep_low ? mid : lo, give_hi = keep_low ? hi : mid;
+    const std::byte* from = i == 0 ? input : data;
     Transfer sent =
-        peers.Send(partner, *step, data + offset(give_lo), offset(give_hi) - offset(give_lo));
-    Transfer received =
-        peers.Recv(partner, *step, RecvSink::Reduce(data + offset(keep_lo), dtype, op),
-                   offset(keep_hi) - offset(keep_lo));
+        peers.Send(partner, *step, from + offset(give_lo), offset(give_hi) - offset(give_lo));
+    Transfer received = peers.Recv(
+        partner, *step, RecvSink::Reduce(data + offset(keep_lo), dtype, op, from + offset(keep_lo)),
+        offset(keep_hi) - offset(keep_lo));
     if (absl::Status s = peers.Wait({sent, received}); !s.ok()) return s;
     lo = keep_lo;
     hi = keep_hi;
@@ -80,14 +84,22 @@ absl::Status RabenseifnerAllReduce::Run() {
   const size_t es = args_.element_bytes();
   const size_t bytes = args_.count * es;
   auto* data = static_cast<std::byte*>(args_.recv);
-  if (absl::Status s = fold_.FoldAllReduce(peers_, args_); !s.ok()) return s;
+  const auto* input = static_cast<const std::byte*>(args_.send);
+  if (peers_.size() == 1) {
+    if (input != data) std::memcpy(data, input, bytes);
+    return absl::OkStatus();
+  }
+  if (absl::Status s = fold_.Fold(peers_, 0, input, data, bytes, args_.dtype, args_.op); !s.ok()) {
+    return s;
+  }
   uint32_t step = 1;
   if (fold_.virtual_rank() >= 0) {
     const Partition parts(args_.count, fold_.power());
     auto offset = [&](int part) { return parts.offset(part) * es; };
     int part = 0;
-    if (absl::Status s = Halve(peers_, fold_, data, offset, args_.dtype, args_.op,
-                               /*low_bits_first=*/true, &step, &part);
+    // The halving's every part is written, and the doubling fills the rest.
+    if (absl::Status s = Halve(peers_, fold_, fold_.paired() ? data : input, data, offset,
+                               args_.dtype, args_.op, /*low_bits_first=*/true, &step, &part);
         !s.ok()) {
       return s;
     }
@@ -112,19 +124,19 @@ absl::Status RabenseifnerReduceScatter::Run() {
     if (args_.send != args_.recv) std::memcpy(out, args_.send, block);
     return absl::OkStatus();
   }
-  // Reduced in place, the caller's input must stay as it was: the exchange works on a copy.
+  // The caller's input must stay as it was: the partial sums accumulate in scratch.
+  const auto* input = static_cast<const std::byte*>(args_.send);
   std::byte* work = peers_.Scratch(block * p);
-  std::memcpy(work, args_.send, block * p);
   uint32_t step = 0;
-  if (absl::Status s = fold_.Fold(peers_, step++, work, block * p, args_.dtype, args_.op);
+  if (absl::Status s = fold_.Fold(peers_, step++, input, work, block * p, args_.dtype, args_.op);
       !s.ok()) {
     return s;
   }
   if (fold_.virtual_rank() >= 0) {
     auto offset = [&](int part) { return fold_.FirstRealRank(part) * block; };
     int part = 0;
-    if (absl::Status s = Halve(peers_, fold_, work, offset, args_.dtype, args_.op,
-                               /*low_bits_first=*/false, &step, &part);
+    if (absl::Status s = Halve(peers_, fold_, fold_.paired() ? work : input, work, offset,
+                               args_.dtype, args_.op, /*low_bits_first=*/false, &step, &part);
         !s.ok()) {
       return s;
     }

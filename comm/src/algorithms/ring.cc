@@ -64,18 +64,21 @@ size_t Segments::extent() const {
   return end;
 }
 
-absl::Status GroupRingReduceScatter(Peers& peers, const RankGroup& group, std::byte* data,
-                                    const Segments& segments, DataType dtype, ReduceOp op,
-                                    uint32_t step) {
+absl::Status GroupRingReduceScatter(Peers& peers, const RankGroup& group, const std::byte* input,
+                                    std::byte* data, const Segments& segments, DataType dtype,
+                                    ReduceOp op, uint32_t step) {
   const int n = group.size(), me = group.me;
   const int right = group.at(me + 1), left = group.at(me - 1);
-  // After step s, segment me-s-2 holds the reduction over members me-s-2 .. me.
+  // After step s, segment me-s-2 of data holds the reduction over members me-s-2 .. me; the
+  // segment sent first is still only the input's.
   for (int s = 0; s < n - 1; ++s) {
     const int out = Mod(me - s - 1, n), in = Mod(me - s - 2, n);
-    Transfer sent = peers.Send(right, step + s, data + segments.offset[out], segments.bytes[out]);
-    Transfer received =
-        peers.Recv(left, step + s, RecvSink::Reduce(data + segments.offset[in], dtype, op),
-                   segments.bytes[in]);
+    const std::byte* from = s == 0 ? input : data;
+    Transfer sent = peers.Send(right, step + s, from + segments.offset[out], segments.bytes[out]);
+    Transfer received = peers.Recv(
+        left, step + s,
+        RecvSink::Reduce(data + segments.offset[in], dtype, op, input + segments.offset[in]),
+        segments.bytes[in]);
     if (absl::Status st = peers.Wait({sent, received}); !st.ok()) return st;
   }
   return absl::OkStatus();
@@ -102,12 +105,16 @@ absl::Status RingAllReduce::Run() {
   const int p = peers_.size();
   const size_t es = args_.element_bytes();
   auto* data = static_cast<std::byte*>(args_.recv);
-  if (args_.send != args_.recv) std::memcpy(data, args_.send, args_.count * es);
-  if (p == 1) return absl::OkStatus();
+  const auto* input = static_cast<const std::byte*>(args_.send);
+  if (p == 1) {
+    CopyBlock(data, input, args_.count * es);
+    return absl::OkStatus();
+  }
   const RankGroup group = RankGroup::Whole(peers_);
   const Segments segments = Segments::Even(args_.count, p, es);
+  // The all-gather overwrites every segment the reduce-scatter leaves unreduced.
   if (absl::Status s =
-          GroupRingReduceScatter(peers_, group, data, segments, args_.dtype, args_.op, 0);
+          GroupRingReduceScatter(peers_, group, input, data, segments, args_.dtype, args_.op, 0);
       !s.ok()) {
     return s;
   }
@@ -127,10 +134,8 @@ absl::Status RingReduceScatter::Run() {
     return absl::OkStatus();
   }
   // The partial sums accumulate in scratch: the caller's send buffer is read-only.
-  const size_t total = blocks_.extent();
-  std::byte* work = peers_.Scratch(total);
-  CopyBlock(work, send, total);
-  if (absl::Status s = GroupRingReduceScatter(peers_, RankGroup::Whole(peers_), work, blocks_,
+  std::byte* work = peers_.Scratch(blocks_.extent());
+  if (absl::Status s = GroupRingReduceScatter(peers_, RankGroup::Whole(peers_), send, work, blocks_,
                                               args_.dtype, args_.op, 0);
       !s.ok()) {
     return s;

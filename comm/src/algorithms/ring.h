@@ -52,11 +52,14 @@ struct Segments {
   size_t extent() const;
 };
 
-// Ring reduce-scatter: afterwards segment `group.me` of `data` holds the reduction over the
-// group. Uses steps step .. step + size - 2.
-absl::Status GroupRingReduceScatter(Peers& peers, const RankGroup& group, std::byte* data,
-                                    const Segments& segments, DataType dtype, ReduceOp op,
-                                    uint32_t step);
+// Ring reduce-scatter of `input`'s segments into `data`: afterwards segment `group.me` of `data`
+// holds the reduction over the group, and every other segment but the one at me - 1 is written
+// with a partial sum. `input` is only read, and may be `data` itself (in place): each step reduces
+// the arriving segment with the input's own, so nothing is copied up front. Uses steps
+// step .. step + size - 2.
+absl::Status GroupRingReduceScatter(Peers& peers, const RankGroup& group, const std::byte* input,
+                                    std::byte* data, const Segments& segments, DataType dtype,
+                                    ReduceOp op, uint32_t step);
 
 // Ring all-gather: segment `group.me` is complete on entry; afterwards every segment is. Uses
 // steps step .. step + size - 2.

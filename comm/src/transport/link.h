@@ -26,6 +26,7 @@
 #include "bootstrap/store.h"
 #include "deadline.h"
 #include "weft/kernels/dtype.h"
+#include "weft/kernels/reduce.h"
 
 namespace weft {
 
@@ -52,20 +53,30 @@ std::string DescribeEnvelope(const Envelope& envelope);
 absl::Status EnvelopeMismatch(const Envelope& expected, size_t expected_bytes, const Envelope& got,
                               size_t got_bytes);
 
-// What a receive does with the bytes that arrive: copy them to `dst`, or combine them into the
-// values already at `dst` with `op` (the fused receive-reduce that spares a staging copy).
+// What a receive does with the bytes that arrive: copy them to `dst`, or combine them with `op`
+// into `dst` (the fused receive-reduce that spares a staging copy). A reducing sink's left operand
+// is the values already at `dst`, or those at `base` (same layout) when it has one: dst = base op
+// received, so a ring can reduce from the caller's read-only input without first copying it.
 struct RecvSink {
   enum class Mode : uint8_t { kCopy, kReduce };
   Mode mode = Mode::kCopy;
   void* dst = nullptr;
   DataType dtype = DataType::kUint8;
   ReduceOp op = ReduceOp::kSum;
+  const void* base = nullptr;  // kReduce's left operand; null means dst's own values
 
   static RecvSink Copy(void* dst) {
-    return RecvSink{Mode::kCopy, dst, DataType::kUint8, ReduceOp::kSum};
+    return RecvSink{Mode::kCopy, dst, DataType::kUint8, ReduceOp::kSum, nullptr};
   }
-  static RecvSink Reduce(void* dst, DataType dtype, ReduceOp op) {
-    return RecvSink{Mode::kReduce, dst, dtype, op};
+  static RecvSink Reduce(void* dst, DataType dtype, ReduceOp op, const void* base = nullptr) {
+    return RecvSink{Mode::kReduce, dst, dtype, op, base};
+  }
+
+  // kReduce: combines `count` elements that arrived for the message's bytes from `offset` on.
+  void ReduceArrived(size_t offset, const void* arrived, size_t count) const {
+    std::byte* out = static_cast<std::byte*>(dst) + offset;
+    const void* left = base == nullptr ? out : static_cast<const std::byte*>(base) + offset;
+    weft::Reduce(dtype, op, out, left, arrived, count);
   }
 };
 

@@ -192,7 +192,7 @@ void ShmLink::Deliver(PendingRecv& recv, const std::byte* src, size_t bytes) {
   } else if (recv.sink.mode == RecvSink::Mode::kCopy) {
     std::memcpy(dst, src, bytes);
   } else {
-    ReduceInto(recv.sink.dtype, recv.sink.op, dst, src, bytes / SizeOf(recv.sink.dtype));
+    recv.sink.ReduceArrived(recv.offset, src, bytes / SizeOf(recv.sink.dtype));
   }
   recv.offset += bytes;
 }
@@ -277,9 +277,7 @@ absl::Status ShmLink::ReadRemote(PendingRecv& recv) {
                                                    : ""));
     }
     if (reduce) {
-      ReduceInto(recv.sink.dtype, recv.sink.op,
-                 static_cast<std::byte*>(recv.sink.dst) + recv.offset, stage_.get(),
-                 want / SizeOf(recv.sink.dtype));
+      recv.sink.ReduceArrived(recv.offset, stage_.get(), want / SizeOf(recv.sink.dtype));
     }
     recv.offset += static_cast<size_t>(got);
     budget -= static_cast<size_t>(got);

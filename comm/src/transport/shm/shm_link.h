@@ -3,9 +3,9 @@
 // Each direction is a single-producer/single-consumer FIFO of slots (ring.h) in a segment the
 // receiving rank created. Sending copies the user's buffer into slots; receiving consumes straight
 // from the slot: a copy receive memcpy()s to the destination and a reduce receive combines the
-// slot into the destination with ReduceInto, so the fused receive-reduce reads shared memory once
-// and never stages the data. A message longer than the whole FIFO streams through it: the sender
-// refills slots as the receiver frees them, so both copies run concurrently.
+// slot into the destination (RecvSink::ReduceArrived), so the fused receive-reduce reads shared
+// memory once and never stages the data. A message longer than the whole FIFO streams through it:
+// the sender refills slots as the receiver frees them, so both copies run concurrently.
 //
 // With WEFT_SHM_CMA=1 in both ranks' environments, messages of kRemoteReadMinBytes and more
 // skip the slots when the receiver may read the sender's memory (decided at connect time by a

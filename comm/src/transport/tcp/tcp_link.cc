@@ -235,10 +235,9 @@ absl::Status TcpLink::DeliverBuffered(size_t s, RecvOp& op, bool* needs_more) {
   const size_t header = s == 0 ? kFrameHeaderBytes : 0;
   const StripeLayout::Span span =
       op.layout.Locate(static_cast<int>(s), stream.recv.position - header);
-  char* dst = static_cast<char*>(op.sink.dst) + span.offset;
   const size_t available = std::min(stream.buffer.size(), span.length);
   if (op.sink.mode == RecvSink::Mode::kCopy) {
-    std::memcpy(dst, stream.buffer.data(), available);
+    std::memcpy(static_cast<char*>(op.sink.dst) + span.offset, stream.buffer.data(), available);
     stream.buffer.Consume(available);
     stream.recv.position += available;
     return absl::OkStatus();
@@ -253,7 +252,7 @@ absl::Status TcpLink::DeliverBuffered(size_t s, RecvOp& op, bool* needs_more) {
   if (reinterpret_cast<uintptr_t>(stream.buffer.data()) % op.element_bytes != 0) {
     stream.buffer.Compact();  // the kernels read elements at their natural alignment
   }
-  ReduceInto(op.sink.dtype, op.sink.op, dst, stream.buffer.data(), whole / op.element_bytes);
+  op.sink.ReduceArrived(span.offset, stream.buffer.data(), whole / op.element_bytes);
   stream.buffer.Consume(whole);
   stream.recv.position += whole;
   return absl::OkStatus();

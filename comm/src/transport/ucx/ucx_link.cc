@@ -207,8 +207,7 @@ absl::Status UcxLink::Finish(Op& op, uint64_t id) {
                              absl::StrCat(Who(), ": receive #", id, ": ", mismatch.message())));
   }
   if (op.sink.mode == RecvSink::Mode::kReduce && op.bytes > 0) {
-    ReduceInto(op.sink.dtype, op.sink.op, op.sink.dst, op.staging.get(),
-               op.bytes / SizeOf(op.sink.dtype));
+    op.sink.ReduceArrived(0, op.staging.get(), op.bytes / SizeOf(op.sink.dtype));
   }
   return absl::OkStatus();
 }
