@@ -11,10 +11,7 @@ namespace {
 constexpr uint32_t kSpinRounds = 200;
 // With a core of its own a yield returns at once, so 2000 of them keep the waiter a fraction of a
 // millisecond from the data. Oversubscribed, every yield may hand the core to another rank's
-// yielding waiter instead of the one that would end the wait: on the network-namespace rig with
-// ranks bound two to a core, 2000 of them kept both cores busy for 2 ms per operation (against
-// 40 us) in 3 runs of 48; 64 of them, and the microsecond sleeps below, in none of 80. There the
-// waiter soon sleeps instead.
+// yielding waiter instead of the one that would end the wait, so there the waiter soon sleeps.
 constexpr uint32_t kYieldRounds = 2000;
 constexpr uint32_t kOversubscribedYieldRounds = 64;
 

@@ -25,8 +25,7 @@ constexpr size_t kPageBytes = 4096;
 // under a microsecond), then yields (oversubscribed ranks hand the core to the publisher), then
 // sleeps on the futex. Oversubscribed, the yields last a few tens of microseconds; with a core
 // per rank they go on for a millisecond, because waking a sleeper costs far more than a yield
-// that finds nothing else to run: in a VM the sleeper's virtual CPU halts, and one late wake-up
-// cost a loop of 1000 8-byte all-reduces 5 us per operation.
+// that finds nothing else to run: in a VM the sleeper's virtual CPU halts.
 constexpr int kSpinRounds = 256;
 constexpr int kYieldRounds = 64;
 constexpr int64_t kYieldWithOwnCoreNs = 1'000'000;

@@ -10,9 +10,8 @@
 // With WEFT_SHM_CMA=1 in both ranks' environments, messages of kRemoteReadMinBytes and more
 // skip the slots when the receiver may read the sender's memory (decided at connect time by a
 // probe): the sender publishes the buffer's address and the receiver copies it with
-// process_vm_readv, one kernel copy instead of two. It is off by default because where Weft was
-// tuned it loses: the kernel copies page by page, 3-6 GB/s for a 64 MiB message against 7-8 GB/s
-// through the slots (memcpy: 9-10 GB/s), and cache-resident messages trail the slots as well.
+// process_vm_readv, one kernel copy instead of two. It is off by default because the kernel copies
+// page by page, slower than the slots' two memcpy()s for large and cache-resident messages alike.
 //
 // Progress() touches only shared memory while data moves. After kProcessCheckIntervalNs without
 // movement while work is pending it checks (one system call) whether the peer process has exited

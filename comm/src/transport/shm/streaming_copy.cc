@@ -39,11 +39,9 @@ inline void StreamLine(char* d, char* kept, const char* s) {
 
 // Copies whole groups of four pages, a line of each in turn, and returns the bytes copied. The
 // hardware prefetchers stop at page boundaries and follow one stream per page: four at once
-// keep more reads from DRAM in flight. On an Intel Xeon VM, copies of 1-256 MiB out of DRAM ran
-// at 9.2-10.4 GB/s this way against 7.4-9.0 line after line; out of the cache, line after line
-// is faster (18 against 13 GB/s), so small copies stay so. AMD's cores lose their
-// write-combining when non-temporal stores alternate between pages: on an AMD EPYC VM a 256 MiB
-// copy ran at 2.1 GB/s this way against 7.4-9.7 line after line, so only Intel's take this path.
+// keep more reads from DRAM in flight. Out of the cache, line after line is faster, so small
+// copies stay so. AMD's cores lose their write-combining when non-temporal stores alternate
+// between pages, so only Intel's take this path.
 template <bool kKeep>
 size_t InterleavedLines(char* d, char* kept, const char* s, size_t bytes) {
   const size_t groups = bytes / (4 * kPage);

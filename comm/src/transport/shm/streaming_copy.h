@@ -33,9 +33,7 @@ void StreamingCopyDone();
 // last-level cache (StreamingThresholdBytes, as for the reduction kernels), a line written with
 // ordinary stores costs a read from DRAM first; before, the lines a benchmark's loop or a
 // training step wrote last time are still cached, and a non-temporal store must first evict
-// them. On an AMD EPYC VM (32 MiB L3), forced shm_direct at 2 ranks: all-reduces of 1 and 2 MiB
-// took 96 and 174 us kept cached against 163 and 305 streamed, 4 MiB 761 against 713;
-// all-gathers of 1-4 MiB 1.1-1.5x faster cached, of 8 MiB 1.9x faster streamed.
+// them.
 bool StreamsOutput(size_t host_bytes);
 
 }  // namespace weft

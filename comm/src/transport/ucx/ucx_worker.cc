@@ -13,8 +13,7 @@
 namespace weft::ucx {
 namespace {
 
-// UCX's TCP transport signals the worker's event descriptor late (waits measured in
-// milliseconds), so a worker that moved data recently keeps being polled instead of sleeping:
+// UCX's TCP transport signals the worker's event descriptor late (milliseconds), so a worker that moved data recently keeps being polled instead of sleeping:
 // during a collective the next message is usually microseconds away.
 constexpr absl::Duration kSpinAfterProgress = absl::Milliseconds(2);
 
