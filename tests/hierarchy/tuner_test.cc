@@ -192,10 +192,17 @@ TEST(CostTuner, TwoNodesOverASlowNetworkGoHierarchical) {
             0.5 * tuner.Predict(AlgorithmId::kRing, OpKind::kAllReduce, 64 << 20, shape));
   // Reduce-scatter: in the node each rank (every one a lane) sends the other lane's half (shm:
   // 2 us, 4 GB/s), its lane rank reduces it (8 GB/s); half of the lane crosses (50 us, 1 GB/s)
-  // and is reduced; the result's quarter comes back in the node.
+  // and is reduced, leaving each rank its own block.
   const double n = 64 << 20;
   EXPECT_NEAR(tuner.Predict(AlgorithmId::kHierarchical, OpKind::kReduceScatter, n, shape),
-              (2e-6 + n / 2 / 4e9) + n / 2 / 8e9 + 50e-6 + n / 4 * (1 / 1e9 + 1 / 8e9) +
+              (2e-6 + n / 2 / 4e9) + n / 2 / 8e9 + 50e-6 + n / 4 * (1 / 1e9 + 1 / 8e9), 1e-12);
+  // On 3 + 1 ranks one lane: its rank takes in and reduces two whole buffers, half the buffer
+  // crosses, and the two ranks without a lane get their quarter back in one more step.
+  CommLayout uneven = shape;
+  uneven.lanes = 1;
+  uneven.max_local = 3;
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kHierarchical, OpKind::kReduceScatter, n, uneven),
+              (2e-6 + 2 * n / 4e9) + 2 * n / 8e9 + 50e-6 + n / 2 * (1 / 1e9 + 1 / 8e9) +
                   (2e-6 + n / 4 / 4e9),
               1e-12);
   const std::string explained = tuner.Explain(OpKind::kAllReduce, 64 << 20, shape);
@@ -204,20 +211,45 @@ TEST(CostTuner, TwoNodesOverASlowNetworkGoHierarchical) {
   EXPECT_TRUE(absl::StrContains(explained, "model: test.txt")) << explained;
 }
 
-TEST(CostTuner, RabenseifnersAllReduceCrossesTheNetworkWithALocalShareOfTheBuffer) {
+// The hierarchical all-reduce pipelines 1 MiB chunks of each lane: with a core per rank the
+// phases across nodes (a ring over the lane, 50 us and 1 GB/s per step, reduced at 8 GB/s) hide
+// those inside them (the lane in and out of the node, 2 us and 4 GB/s each way, reduced), save
+// one chunk's worth; ranks that share cores run the phases in turn, so their times add.
+TEST(CostTuner, RanksSharingCoresRunTheHierarchysPhasesInTurn) {
+  const CostTuner tuner(TestModel());
+  CommLayout shape = TwoNodesOfTwoRanks();
+  const double n = 64 << 20, lane = n / 2, chunks = 32;
+  const double across = chunks * 2 * 50e-6 + 2 * 0.5 * lane / 1e9 + 0.5 * lane / 8e9;
+  const double inside = 2 * (2e-6 + lane / 4e9) + lane / 8e9;
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kHierarchical, OpKind::kAllReduce, n, shape),
+              across + inside / chunks, 1e-12);
+  shape.oversubscribed = true;
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kHierarchical, OpKind::kAllReduce, n, shape),
+              across + inside, 1e-12);
+}
+
+TEST(CostTuner, RabenseifnerPricesItsStepsInsideAndAcrossNodes) {
   CommLayout shape = TwoNodesOfTwoRanks();
   const CostTuner tuner(TestModel());
   const double n = 64 << 20;
-  // Halving pairs the ranks of a node first (shm: 2 us, 4 GB/s) over half the buffer; a quarter
-  // of it crosses the network (50 us, 1 GB/s); the doubling retraces both; the reduction reads
-  // 3/4 of it (8 GB/s).
+  // The all-reduce's halving pairs the ranks of a node first (shm: 2 us, 4 GB/s) over half the
+  // buffer; a quarter of it crosses the network (50 us, 1 GB/s); the doubling retraces both; the
+  // reduction reads 3/4 of it (8 GB/s).
   EXPECT_NEAR(tuner.Predict(AlgorithmId::kRabenseifner, OpKind::kAllReduce, n, shape),
               2 * (2e-6 + 0.5 * n / 4e9 + 50e-6 + 0.25 * n / 1e9) + 0.75 * n / 8e9, 1e-12);
+  // The reduce-scatter's halving crosses first, with half the buffer, and leaves a quarter for
+  // the node; the all-gather's doubling takes the same steps in reverse.
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kRabenseifner, OpKind::kReduceScatter, n, shape),
+              50e-6 + 0.5 * n / 1e9 + 2e-6 + 0.25 * n / 4e9 + 0.75 * n / 8e9, 1e-12);
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kRabenseifner, OpKind::kAllGather, n, shape),
+              2e-6 + 0.25 * n / 4e9 + 50e-6 + 0.5 * n / 1e9, 1e-12);
   // Uneven nodes (3 + 1 ranks) price every step on the network.
   shape.lanes = 1;
   shape.max_local = 3;
   EXPECT_NEAR(tuner.Predict(AlgorithmId::kRabenseifner, OpKind::kAllReduce, n, shape),
               4 * 50e-6 + 1.5 * n / 1e9 + 0.75 * n / 8e9, 1e-12);
+  EXPECT_NEAR(tuner.Predict(AlgorithmId::kRabenseifner, OpKind::kReduceScatter, n, shape),
+              2 * 50e-6 + 0.75 * n / 1e9 + 0.75 * n / 8e9, 1e-12);
 }
 
 // Recursive doubling pairs ranks at distance 1 first: over two nodes of two ranks numbered node

@@ -17,6 +17,8 @@
 // lane (local rank of d) % lanes(). Reduce-scatter reduces each lane's blocks inside the node at
 // the lane rank, reduce-scatters them across nodes (each lane rank keeping its node's blocks) and
 // hands the blocks of ranks without a lane to them; all-gather runs the same path backwards.
+// Where every rank has a lane, the blocks stay where the caller's buffers hold them (the all-gather
+// copies nothing, the reduce-scatter only its lane's share of the input) instead of being packed.
 // Broadcast scatters the root's buffer to its node's lane ranks, sends each piece down a binomial
 // tree of its lane across nodes, and lets every lane rank pass its piece to its node, chunk by
 // chunk.
@@ -46,6 +48,8 @@ class HierarchicalReduceScatter final : public Algorithm {
   absl::Status Run() override;
 
  private:
+  absl::Status RunByRank();  // every rank has a lane
+
   Peers& peers_;
   const CollectiveArgs args_;
 };
@@ -56,6 +60,8 @@ class HierarchicalAllGather final : public Algorithm {
   absl::Status Run() override;
 
  private:
+  absl::Status RunByRank();  // every rank has a lane
+
   Peers& peers_;
   const CollectiveArgs args_;
 };

@@ -24,6 +24,7 @@ absl::Status HierarchicalAllGather::Run() {
     if (send != recv) std::memcpy(recv, send, block);
     return absl::OkStatus();
   }
+  if (EveryRankHasALane(nodes)) return RunByRank();
   const int lanes = nodes.lanes();
   const std::vector<int>& local = nodes.local_group();
   const int my_lane = OwnLane(nodes);
@@ -69,6 +70,40 @@ absl::Status HierarchicalAllGather::Run() {
   if (absl::Status s = peers_.Wait(pending); !s.ok()) return s;
   for (int d = 0; d < p; ++d) std::memcpy(recv + d * block, packed.block_at(d), block);
   return absl::OkStatus();
+}
+
+absl::Status HierarchicalAllGather::RunByRank() {
+  const NodeLayout& nodes = peers_.nodes();
+  const int me = peers_.rank(), my_lane = OwnLane(nodes);
+  const size_t block = args_.count * args_.element_bytes();
+  auto* recv = static_cast<std::byte*>(args_.recv);
+  if (args_.send != recv + me * block) std::memcpy(recv + me * block, args_.send, block);
+  const LaneBlocks plan(nodes);
+  const RankGroup across{nodes.lane_group(my_lane), nodes.node()};
+  if (across.size() > 1) {
+    const Segments lane = Segments::OfRanks(plan.ranks[my_lane], block);
+    if (absl::Status s = GroupRingAllGather(peers_, across, recv, lane, kAllGatherAcross);
+        !s.ok()) {
+      return s;
+    }
+  }
+  // Each lane rank hands its lane's blocks to the node's other ranks, one message per block.
+  const std::vector<int>& local = nodes.local_group();
+  std::vector<Transfer> pending;
+  for (int lane = 0; lane < nodes.lanes(); ++lane) {
+    for (size_t k = 0; k < plan.ranks[lane].size(); ++k) {
+      std::byte* at = recv + plan.ranks[lane][k] * block;
+      const uint32_t step = PipelineStep(k, kSpreadInNode);
+      if (lane != my_lane) {
+        pending.push_back(peers_.Recv(local[lane], step, RecvSink::Copy(at), block));
+        continue;
+      }
+      for (int r : local) {
+        if (r != me) pending.push_back(peers_.Send(r, step, at, block));
+      }
+    }
+  }
+  return peers_.Wait(pending);
 }
 
 }  // namespace weft

@@ -50,6 +50,13 @@ struct PackedBlocks {
   size_t block;
 };
 
+// Whether every rank has a lane (nodes of equal size): a lane then holds one block per node, and
+// reduce-scatter and all-gather move each block from or to where the caller's buffers hold it
+// instead of packing the blocks by lane (one message per block inside the node, not per lane).
+inline bool EveryRankHasALane(const NodeLayout& nodes) {
+  return nodes.max_local_size() == nodes.lanes();
+}
+
 // This rank's lane: its local rank, or -1 where that is >= lanes() (such a rank hands its data to
 // a lane rank of its node and gets the result back from one).
 inline int OwnLane(const NodeLayout& nodes) {

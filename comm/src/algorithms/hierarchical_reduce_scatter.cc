@@ -23,6 +23,7 @@ absl::Status HierarchicalReduceScatter::Run() {
     if (args_.send != args_.recv) std::memcpy(args_.recv, send, block);
     return absl::OkStatus();
   }
+  if (EveryRankHasALane(nodes)) return RunByRank();
   const int lanes = nodes.lanes();
   const std::vector<int>& local = nodes.local_group();
   const int my_lane = OwnLane(nodes);
@@ -73,6 +74,48 @@ absl::Status HierarchicalReduceScatter::Run() {
       pending.push_back(peers_.Send(d, kHandOut, result, block));
     }
   }
+  return peers_.Wait(pending);
+}
+
+absl::Status HierarchicalReduceScatter::RunByRank() {
+  const NodeLayout& nodes = peers_.nodes();
+  const int me = peers_.rank(), my_lane = OwnLane(nodes);
+  const size_t es = args_.element_bytes(), block = args_.count * es;
+  const auto* send = static_cast<const std::byte*>(args_.send);
+  const LaneBlocks plan(nodes);
+  const std::vector<int>& local = nodes.local_group();
+  // This rank's lane, one block per node, accumulates in scratch from its own input's blocks;
+  // the other lanes' blocks leave straight from the input, one message per block.
+  const int node_count = static_cast<int>(plan.ranks[my_lane].size());
+  std::byte* lane = peers_.Scratch(node_count * block);
+  std::vector<Transfer> pending, reductions;
+  for (int l = 0; l < nodes.lanes(); ++l) {
+    for (int k = 0; k < static_cast<int>(plan.ranks[l].size()); ++k) {
+      const std::byte* in = send + plan.ranks[l][k] * block;
+      const uint32_t step = PipelineStep(k, kReduceInNode);
+      if (l != my_lane) {
+        pending.push_back(peers_.Send(local[l], step, in, block));
+        continue;
+      }
+      std::memcpy(lane + k * block, in, block);
+      for (int r : local) {
+        if (r == me) continue;
+        reductions.push_back(
+            peers_.Recv(r, step, RecvSink::Reduce(lane + k * block, args_.dtype, args_.op), block));
+      }
+    }
+  }
+  if (absl::Status s = peers_.Wait(reductions); !s.ok()) return s;
+  const RankGroup across{nodes.lane_group(my_lane), nodes.node()};
+  if (across.size() > 1) {
+    if (absl::Status s = GroupRingReduceScatter(
+            peers_, across, lane, lane, Segments::Even(args_.count * node_count, node_count, es),
+            args_.dtype, args_.op, kReduceScatterAcross);
+        !s.ok()) {
+      return s;
+    }
+  }
+  std::memcpy(args_.recv, lane + nodes.node() * block, block);
   return peers_.Wait(pending);
 }
 

@@ -48,6 +48,15 @@ Segments Segments::Blocks(const std::vector<size_t>& counts, const std::vector<s
   return segments;
 }
 
+Segments Segments::OfRanks(const std::vector<int>& ranks, size_t bytes) {
+  Segments segments;
+  for (int r : ranks) {
+    segments.offset.push_back(r * bytes);
+    segments.bytes.push_back(bytes);
+  }
+  return segments;
+}
+
 Segments Segments::PerRank(const CollectiveArgs& args, int ranks, bool send_side) {
   const size_t es = args.element_bytes();
   if (args.blocks == nullptr) return Even(args.count * ranks, ranks, es);

@@ -44,6 +44,8 @@ struct Segments {
   // Part i: counts[i] elements at element displs[i] (a variable-count collective's blocks).
   static Segments Blocks(const std::vector<size_t>& counts, const std::vector<size_t>& displs,
                          size_t element_bytes);
+  // Part i: the block of `bytes` bytes of rank ranks[i], in a buffer of one block per rank.
+  static Segments OfRanks(const std::vector<int>& ranks, size_t bytes);
   // The plan of a collective's per-rank blocks of its large buffer: `layout`'s (send or recv
   // side) for the *_v collectives, args.count elements each otherwise.
   static Segments PerRank(const CollectiveArgs& args, int ranks, bool send_side);

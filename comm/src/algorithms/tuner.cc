@@ -26,8 +26,7 @@ constexpr double kLaneChunkBytes = 1 << 20;
 // flight than any one link class holds.
 constexpr double kHierarchyMargin = 1.05;
 // Up to this size the hierarchy is never taken: its extra phases cost hand-offs between ranks
-// that no link's alpha holds, and on the 2 x 2 rig the best flat algorithm ran at least as fast
-// in 99 of 100 (collective, size) cells to 8 KiB and in 19 of 23 at 32 KiB.
+// that no link's alpha holds, which the model would otherwise price as free.
 constexpr size_t kShortBytes = 32 << 10;
 
 double Log2Ceil(int p) { return p <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(p))); }
@@ -113,6 +112,27 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
           return (p - 1) * a + share * n * b1;
       }
     case AlgorithmId::kRabenseifner: {
+      if (steps_in_node_first) {
+        // The steps inside nodes and across them, each group moving its bytes: the all-reduce
+        // halves inside nodes first, leaving 1/per_node of the buffer to cross, and its doubling
+        // retraces that; the reduce-scatter's halving crosses first, leaving 1/nodes for the
+        // nodes, and the all-gather's doubling retraces such a halving.
+        const LinkCost node = model_.Get("shm", per_node);
+        const double node_share = static_cast<double>(per_node - 1) / per_node;
+        const double across_share = static_cast<double>(shape.nodes - 1) / shape.nodes;
+        auto steps = [&](double node_bytes, double across_bytes) {
+          return Log2Ceil(per_node) * node.alpha() + node_bytes * node.beta() +
+                 Log2Ceil(shape.nodes) * a + across_bytes * b;
+        };
+        switch (kind) {
+          case OpKind::kReduceScatter:
+            return steps(node_share * n / shape.nodes, across_share * n) + share * n * g;
+          case OpKind::kAllGather:
+            return steps(node_share * n / shape.nodes, across_share * n);
+          default:
+            return 2 * steps(node_share * n, across_share * n / per_node) + share * n * g;
+        }
+      }
       // Halving, doubling, or both; the extra ranks' fold and unfold move the whole input and
       // one block (reduce-scatter), one block and the whole output (all-gather), or the whole
       // buffer twice (all-reduce).
@@ -122,20 +142,9 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
           return log_p * a + share * n * (b + g) + (fold ? 2 * a + (n + n / p) * b + n * g : 0);
         case OpKind::kAllGather:
           return log_p * a + share * n * b + (fold ? 2 * a + (n + n / p) * b : 0);
-        default: {
-          // The all-reduce's steps inside nodes leave a 1/local share of the buffer to cross
-          // the network, and its doubling retraces them.
-          if (steps_in_node_first) {
-            const LinkCost node = model_.Get("shm", per_node);
-            const double node_share = static_cast<double>(per_node - 1) / per_node;
-            const double across_share = static_cast<double>(shape.nodes - 1) / shape.nodes;
-            return 2 * (Log2Ceil(per_node) * node.alpha() + node_share * n * node.beta() +
-                        Log2Ceil(shape.nodes) * a + across_share * n / per_node * b) +
-                   share * n * g;
-          }
+        default:
           return 2 * log_p * a + 2 * share * n * b + share * n * g +
                  (fold ? 2 * (a + n * b) + n * g : 0);
-        }
       }
     }
     case AlgorithmId::kRecursiveDoubling: {
@@ -199,28 +208,32 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
       // all n bytes out. Where every rank has a lane, each moves only the (g-1) pieces.
       const double node_bytes = gmax > m ? std::max(n, (gmax - 1) * lane) : (gmax - 1) * lane;
       const double in_node = gmax > 1 ? local.alpha() + node_bytes * local.beta() : 0;
+      // A rank without a lane hands its block to a lane rank, or gets it back, in one more step.
+      const double hand_off = gmax > m ? local.alpha() + n / p * local.beta() : 0;
+      // Pipelined chunk by chunk, the slower of the phases across and inside nodes sets the pace
+      // and the other adds one chunk's worth; ranks that share cores run them in turn instead.
+      auto pipelined = [&](double across, double local_phases, double chunks) {
+        if (shape.oversubscribed) return across + local_phases;
+        return std::max(across, local_phases) + std::min(across, local_phases) / chunks;
+      };
       switch (kind) {
         case OpKind::kAllReduce: {
           const double chunks = std::max(1.0, std::ceil(lane / kLaneChunkBytes));
           const double across = chunks * 2 * (nodes - 1) * net.alpha() +
                                 2 * across_share * lane * net.beta() + across_share * lane * g;
           const double reduce = gmax > 1 ? (gmax - 1) * lane * g : 0;
-          const double local_phases = 2 * in_node + reduce;
-          // Pipelined: the slower side sets the pace, the other adds one chunk's worth.
-          return std::max(across, local_phases) + std::min(across, local_phases) / chunks;
+          return pipelined(across, 2 * in_node + reduce, chunks);
         }
         case OpKind::kReduceScatter:
           return in_node + (gmax > 1 ? (gmax - 1) * lane * g : 0) + (nodes - 1) * net.alpha() +
-                 across_share * lane * (net.beta() + g) + local.alpha() + n / p * local.beta();
+                 across_share * lane * (net.beta() + g) + hand_off;
         case OpKind::kAllGather:
-          return local.alpha() + n / p * local.beta() + (nodes - 1) * net.alpha() +
-                 across_share * lane * net.beta() + in_node;
+          return hand_off + (nodes - 1) * net.alpha() + across_share * lane * net.beta() + in_node;
         default: {  // broadcast: scatter to lanes, a tree per lane across nodes, spread
           const double chunks = std::max(1.0, std::ceil(lane / kLaneChunkBytes));
           const double across =
               (Log2Ceil(nodes) + chunks - 1) * net.alpha() + Log2Ceil(nodes) * lane * net.beta();
-          const double local_phases = 2 * in_node;
-          return std::max(across, local_phases) + std::min(across, local_phases) / chunks;
+          return pipelined(across, 2 * in_node, chunks);
         }
       }
     }
