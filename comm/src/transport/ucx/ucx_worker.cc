@@ -13,8 +13,9 @@
 namespace weft::ucx {
 namespace {
 
-// UCX's TCP transport signals the worker's event descriptor late (milliseconds), so a worker that moved data recently keeps being polled instead of sleeping:
-// during a collective the next message is usually microseconds away.
+// UCX's TCP transport signals the worker's event descriptor late (milliseconds), so a worker that
+// moved data recently keeps being polled instead of sleeping: during a collective the next message
+// is usually microseconds away.
 constexpr absl::Duration kSpinAfterProgress = absl::Milliseconds(2);
 
 // How long the links together may take to close their endpoints: a clean close flushes what is
