@@ -34,10 +34,13 @@ class ArenaRounds {
 
   // Arena counters, one set per rank; values are round numbers unless said otherwise.
   static constexpr int kCopiedIn = 0;  // and 1 (R % 2 picks): my data (or my buffer addresses)
-                                       // of round R are posted; the payload is my envelope
+                                       // of round R are posted, or for a broadcast's root, R has
+                                       // begun and its data follows on kChunks; the payload is
+                                       // my envelope
   static constexpr int kReduced = 2;   // my reduced part of round R is ready
   static constexpr int kDone = 3;      // I no longer read anyone's half or buffers of round R
-  static constexpr int kChunks = 4;    // ChunkMark(R, chunks of round R I have finished so far)
+  static constexpr int kChunks = 4;    // ChunkMark(R, chunks or pieces of round R I have
+                                       // finished so far)
   static constexpr int kLine = 5;      // and 6: round R's line (R % 2 picks), with its payload
 
   // A kChunks value: the round sits in the high bits, so that the counter grows across rounds.

@@ -6,12 +6,14 @@
 // that other ranks reduce; reduce my own 1/p slice from my input and the others' halves at once
 // (ReduceMany: one pass, fp16/bf16 rounded once) into my output, and leave a copy in my half;
 // copy every other rank's reduced slice out. Each rank thus reads its input once and writes its
-// output once, like a memcpy, while the cross-rank traffic stays in the caches. A large
-// out-of-place output is written with non-temporal stores, which spares reading every line of it
-// from memory before overwriting it. Small all-reduces skip the slice phase: every rank reduces
-// the whole (tiny) chunk itself, which saves one synchronisation. Barriers, and all-reduces,
-// reduces, broadcasts and all-gathers of up to ArenaRounds::kLineRoundBytes a rank, take one line
-// round: one signal per rank, and they may run on the submitting thread (Post, Engine).
+// output once, like a memcpy, while the cross-rank traffic stays in the caches. A broadcast's
+// root publishes its round piece by piece, so that the receivers copy out while it copies in. A
+// large out-of-place output is written with non-temporal stores, which spares reading every line
+// of it from memory before overwriting it. Small all-reduces skip the slice phase: every rank
+// reduces the whole (tiny) chunk itself, which saves one synchronisation. Barriers, and
+// all-reduces, reduces, broadcasts and all-gathers of up to ArenaRounds::kLineRoundBytes a rank,
+// take one line round: one signal per rank, and they may run on the submitting thread (Post,
+// Engine).
 //
 // Synchronisation is by monotonic counters in the arena (round numbers), never by resetting
 // flags, so there is nothing to clean up between operations.
