@@ -39,11 +39,10 @@ bool ArenaRounds::CanBeginNow() const {
 
 size_t ArenaRounds::Window(uint64_t round, size_t bytes) {
   if (bytes == 0) return 0;
-  // Windows start on pages, so that copies into them run aligned. They move within the first
-  // half of the half only: over all of it, a 256 KiB all-reduce (two windows) ran 4% slower on a
-  // Zen 3 VM, its rounds' lines no longer fitting the L2 beside the peers'. Over a quarter, 64 KiB
-  // collectives gave back a third of their gain.
-  constexpr size_t kPage = 4096, kSpan = kHalfBytes / 2;
+  // Windows start on pages, so that copies into them run aligned, and move over the whole half:
+  // any round of up to half of it then writes lines that the peers read at least four rounds
+  // ago, not two, which their caches have mostly let go of.
+  constexpr size_t kPage = 4096, kSpan = kHalfBytes;
   const size_t stride = std::max(kPage, (bytes + kPage - 1) / kPage * kPage);
   const size_t windows = std::max<size_t>(1, kSpan / stride);
   return (round / 2) % windows * stride;

@@ -62,11 +62,10 @@ class ArenaRounds {
   // every rank is done with the round that used the same half, and returns the round number and
   // where its data lies.
   //
-  // Every rank passes the same `bytes` for a round. A round smaller than the half does not start
+  // Every rank passes the same `bytes` for a round. A round of up to half the half does not start
   // where the half's previous round did: its window moves on each time the half comes round. The
   // peers still hold the previous round's lines in their caches, and writing over them would
-  // first invalidate every one of those copies (a 64 KiB all-gather ran 1.25x slower on a Zen 3
-  // VM for it).
+  // first invalidate every one of those copies.
   struct Round {
     uint64_t number;
     size_t window;    // the data's offset in every rank's half
