@@ -14,8 +14,8 @@ constexpr size_t kHalfBytes = ArenaRounds::kHalfBytes;
 // All-reduces up to this many bytes per rank take the single-phase path.
 constexpr size_t kOneShotBytes = 16 << 10;
 // An all-gather's input of this many bytes or more is taken to come from DRAM, not from the
-// caches its writer left it in. On an Intel Xeon VM (L2 1.25 MiB a core), copying it four pages
-// at a time ran 2-10% faster from 8 MiB per rank on, and 4-20% slower at 1-4 MiB.
+// caches its writer left it in, and is read four pages at a time: well past the L2, that hides
+// DRAM's latency, which an input still in the caches does not have.
 constexpr size_t kInputInDramBytes = 8 << 20;
 constexpr int kReduced = ArenaRounds::kReduced;
 // A broadcast round's data is published in pieces of this many bytes.
@@ -216,9 +216,7 @@ absl::Status ShmDirect::AllGather() {
           rounds_.PublishCopiedIn(round.number);
         } else {
           // My own block first, and my half from it while it is in cache: copying my own block
-          // out of my half while the peers read that half makes both wait on the same lines
-          // (1.25x slower at 512 KiB on a Zen 3 VM, where the ring, which copies in this order,
-          // had led).
+          // out of my half while the peers read that half makes both wait on the same lines.
           if (!in_place) {
             std::memcpy(own, in, n * es);
             in = own;
