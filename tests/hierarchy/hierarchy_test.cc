@@ -81,7 +81,12 @@ INSTANTIATE_TEST_SUITE_P(
         std::make_tuple("a b c b c", "hierarchical", "auto"),
         std::make_tuple("a a b b", "hierarchical", "tcp"),
         // Whatever the tuner picks on 2 x 2 must be exact too.
-        std::make_tuple("a a b b", "", "auto")),
+        std::make_tuple("a a b b", "", "auto"),
+        // Rabenseifner over nodes takes the low bits first on bit-reversed blocks; over
+        // interleaved nodes its first steps cross, and 3 ranks fold instead.
+        std::make_tuple("a a b b", "rabenseifner", "auto"),
+        std::make_tuple("a b a b", "rabenseifner", "auto"),
+        std::make_tuple("a a b", "rabenseifner", "auto")),
     CaseName);
 
 TEST(Tuner, AllRanksChooseAlikeAcrossNodes) {

@@ -237,19 +237,19 @@ TEST(CostTuner, RabenseifnerPricesItsStepsInsideAndAcrossNodes) {
   // reduction reads 3/4 of it (8 GB/s).
   EXPECT_NEAR(tuner.Predict(AlgorithmId::kRabenseifner, OpKind::kAllReduce, n, shape),
               2 * (2e-6 + 0.5 * n / 4e9 + 50e-6 + 0.25 * n / 1e9) + 0.75 * n / 8e9, 1e-12);
-  // The reduce-scatter's halving crosses first, with half the buffer, and leaves a quarter for
-  // the node; the all-gather's doubling takes the same steps in reverse.
+  // The reduce-scatter's halving and the all-gather's doubling take the same steps, and copy the
+  // buffer into bit-reversed block order (8 GB/s).
   EXPECT_NEAR(tuner.Predict(AlgorithmId::kRabenseifner, OpKind::kReduceScatter, n, shape),
-              50e-6 + 0.5 * n / 1e9 + 2e-6 + 0.25 * n / 4e9 + 0.75 * n / 8e9, 1e-12);
+              2e-6 + 0.5 * n / 4e9 + 50e-6 + 0.25 * n / 1e9 + 0.75 * n / 8e9 + n / 8e9, 1e-12);
   EXPECT_NEAR(tuner.Predict(AlgorithmId::kRabenseifner, OpKind::kAllGather, n, shape),
-              2e-6 + 0.25 * n / 4e9 + 50e-6 + 0.5 * n / 1e9, 1e-12);
+              2e-6 + 0.5 * n / 4e9 + 50e-6 + 0.25 * n / 1e9 + n / 8e9, 1e-12);
   // Uneven nodes (3 + 1 ranks) price every step on the network.
   shape.lanes = 1;
   shape.max_local = 3;
   EXPECT_NEAR(tuner.Predict(AlgorithmId::kRabenseifner, OpKind::kAllReduce, n, shape),
               4 * 50e-6 + 1.5 * n / 1e9 + 0.75 * n / 8e9, 1e-12);
   EXPECT_NEAR(tuner.Predict(AlgorithmId::kRabenseifner, OpKind::kReduceScatter, n, shape),
-              2 * 50e-6 + 0.75 * n / 1e9 + 0.75 * n / 8e9, 1e-12);
+              2 * 50e-6 + 0.75 * n / 1e9 + 0.75 * n / 8e9 + n / 8e9, 1e-12);
 }
 
 // Recursive doubling pairs ranks at distance 1 first: over two nodes of two ranks numbered node

@@ -15,6 +15,28 @@ namespace {
 
 int Log2(int power) { return __builtin_ctz(static_cast<unsigned>(power)); }
 
+// `index` with its log2(power) bits in reverse order; its own inverse.
+int BitReverse(int index, int power) {
+  int reversed = 0;
+  for (int bit = 1; bit < power; bit <<= 1) reversed = (reversed << 1) | ((index & bit) ? 1 : 0);
+  return reversed;
+}
+
+// Whether the reduce-scatter and the all-gather take the low bits first, so that only their
+// smallest step crosses the network: over several nodes, without a fold. They then work on a copy
+// that holds block BitReverse(j) at position j, where participant v's part is block v, and pay
+// one local copy of the buffer for halving the bytes that cross.
+bool LowBitsFirst(const Peers& peers, const PowerOfTwoFold& fold) {
+  return peers.nodes().num_nodes() > 1 && fold.power() == peers.size();
+}
+
+// Copies the `parts` blocks of `from` to `to` in bit-reversed order.
+void PermuteBlocks(const std::byte* from, std::byte* to, int parts, size_t block) {
+  for (int j = 0; j < parts; ++j) {
+    std::memcpy(to + j * block, from + BitReverse(j, parts) * block, block);
+  }
+}
+
 // The masks of a halving in order: low bits first or high bits first. A doubling takes them in
 // the reverse order.
 int HalvingMask(int power, int index, bool low_bits_first) {
@@ -127,16 +149,18 @@ absl::Status RabenseifnerReduceScatter::Run() {
   // The caller's input must stay as it was: the partial sums accumulate in scratch.
   const auto* input = static_cast<const std::byte*>(args_.send);
   std::byte* work = peers_.Scratch(block * p);
+  const bool low_bits_first = LowBitsFirst(peers_, fold_);
+  if (low_bits_first) PermuteBlocks(input, work, p, block);
   uint32_t step = 0;
   if (absl::Status s = fold_.Fold(peers_, step++, input, work, block * p, args_.dtype, args_.op);
       !s.ok()) {
     return s;
   }
+  int part = 0;
   if (fold_.virtual_rank() >= 0) {
-    auto offset = [&](int part) { return fold_.FirstRealRank(part) * block; };
-    int part = 0;
-    if (absl::Status s = Halve(peers_, fold_, fold_.paired() ? work : input, work, offset,
-                               args_.dtype, args_.op, /*low_bits_first=*/false, &step, &part);
+    auto offset = [&](int k) { return fold_.FirstRealRank(k) * block; };
+    if (absl::Status s = Halve(peers_, fold_, fold_.paired() || low_bits_first ? work : input, work,
+                               offset, args_.dtype, args_.op, low_bits_first, &step, &part);
         !s.ok()) {
       return s;
     }
@@ -149,7 +173,9 @@ absl::Status RabenseifnerReduceScatter::Run() {
                                           : peers_.Send(r - 1, step, work + (r - 1) * block, block);
     if (absl::Status s = peers_.Wait({t}); !s.ok()) return s;
   }
-  if (fold_.virtual_rank() >= 0) std::memcpy(out, work + r * block, block);
+  if (fold_.virtual_rank() >= 0) {
+    std::memcpy(out, work + (low_bits_first ? part : r) * block, block);
+  }
   return absl::OkStatus();
 }
 
@@ -171,6 +197,18 @@ absl::Status RabenseifnerAllGather::Run() {
     if (absl::Status s = peers_.Wait({t}); !s.ok()) return s;
   }
   ++step;
+  if (LowBitsFirst(peers_, fold_)) {
+    std::byte* work = peers_.Scratch(block * p);
+    auto offset = [&](int k) { return k * block; };
+    const int part = BitReverse(r, p);
+    std::memcpy(work + part * block, out + r * block, block);
+    if (absl::Status s = Double(peers_, fold_, work, offset, /*low_bits_first=*/true, part, &step);
+        !s.ok()) {
+      return s;
+    }
+    PermuteBlocks(work, out, p, block);
+    return absl::OkStatus();
+  }
   if (fold_.virtual_rank() >= 0) {
     auto offset = [&](int part) { return fold_.FirstRealRank(part) * block; };
     if (absl::Status s = Double(peers_, fold_, out, offset, /*low_bits_first=*/false,

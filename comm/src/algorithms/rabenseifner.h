@@ -3,11 +3,13 @@
 //
 // Each moves the same bytes as the ring, (p-1)/p of the data per half, in log2(p) steps per half
 // instead of p-1, so they win whenever latency matters (small and medium messages, many ranks).
-// In step k a rank exchanges with the rank whose number differs in bit k; across nodes numbered
-// node by node, the all-gather's first steps and the reduce-scatter's last stay inside a node. A
-// rank count that is not a power of two folds its extra ranks first (power_of_two_fold.h); the
-// reduce-scatter and all-gather then run over per-rank blocks grouped by participant, each
-// participant's blocks contiguous.
+// In each step a rank exchanges with the rank whose number differs in one bit. Over several nodes
+// the halving takes the low bits first, so that over ranks numbered node by node its large first
+// steps stay inside a node and only its smallest crosses the network, and the doubling retraces
+// it; the reduce-scatter and the all-gather do so on a copy whose blocks are in bit-reversed
+// order, where rank v's part of the halving is block v. A rank count that is not a power of two
+// folds its extra ranks first (power_of_two_fold.h); the reduce-scatter and all-gather then run
+// over per-rank blocks grouped by participant, each participant's blocks contiguous.
 #pragma once
 
 #include "algorithms/algorithm.h"

@@ -113,35 +113,36 @@ double CostTuner::Formula(AlgorithmId algorithm, OpKind kind, double n,
       }
     case AlgorithmId::kRabenseifner: {
       if (steps_in_node_first) {
-        // The steps inside nodes and across them, each group moving its bytes: the all-reduce
-        // halves inside nodes first, leaving 1/per_node of the buffer to cross, and its doubling
-        // retraces that; the reduce-scatter's halving crosses first, leaving 1/nodes for the
-        // nodes, and the all-gather's doubling retraces such a halving.
+        // The steps inside nodes and across them, each group moving its bytes: the halving
+        // pairs a node's ranks first, leaving 1/per_node of the buffer to cross, and the
+        // doubling retraces it; the reduce-scatter and the all-gather also copy the buffer into
+        // bit-reversed block order (rabenseifner.h), priced at the reduction kernel's speed.
         const LinkCost node = model_.Get("shm", per_node);
         const double node_share = static_cast<double>(per_node - 1) / per_node;
         const double across_share = static_cast<double>(shape.nodes - 1) / shape.nodes;
-        auto steps = [&](double node_bytes, double across_bytes) {
-          return Log2Ceil(per_node) * node.alpha() + node_bytes * node.beta() +
-                 Log2Ceil(shape.nodes) * a + across_bytes * b;
-        };
+        const double half = Log2Ceil(per_node) * node.alpha() + node_share * n * node.beta() +
+                            Log2Ceil(shape.nodes) * a + across_share * n / per_node * b;
         switch (kind) {
           case OpKind::kReduceScatter:
-            return steps(node_share * n / shape.nodes, across_share * n) + share * n * g;
+            return half + share * n * g + n * g;
           case OpKind::kAllGather:
-            return steps(node_share * n / shape.nodes, across_share * n);
+            return half + n * g;
           default:
-            return 2 * steps(node_share * n, across_share * n / per_node) + share * n * g;
+            return 2 * half + share * n * g;
         }
       }
       // Halving, doubling, or both; the extra ranks' fold and unfold move the whole input and
       // one block (reduce-scatter), one block and the whole output (all-gather), or the whole
-      // buffer twice (all-reduce).
+      // buffer twice (all-reduce). Over nodes without a fold, the reduce-scatter and the
+      // all-gather copy the buffer into bit-reversed block order.
       const bool fold = !PowerOfTwo(p);
+      const double permute = shape.nodes > 1 && !fold ? n * g : 0;
       switch (kind) {
         case OpKind::kReduceScatter:
-          return log_p * a + share * n * (b + g) + (fold ? 2 * a + (n + n / p) * b + n * g : 0);
+          return log_p * a + share * n * (b + g) + permute +
+                 (fold ? 2 * a + (n + n / p) * b + n * g : 0);
         case OpKind::kAllGather:
-          return log_p * a + share * n * b + (fold ? 2 * a + (n + n / p) * b : 0);
+          return log_p * a + share * n * b + permute + (fold ? 2 * a + (n + n / p) * b : 0);
         default:
           return 2 * log_p * a + 2 * share * n * b + share * n * g +
                  (fold ? 2 * (a + n * b) + n * g : 0);
