@@ -186,6 +186,20 @@ absl::Status RabenseifnerAllGather::Run() {
   const int p = peers_.size(), r = peers_.rank();
   const size_t block = args_.count * args_.element_bytes();
   auto* out = static_cast<std::byte*>(args_.recv);
+  if (LowBitsFirst(peers_, fold_)) {
+    // The own block goes straight into the bit-reversed copy; step 0 belongs to the fold.
+    std::byte* work = peers_.Scratch(block * p);
+    auto offset = [&](int k) { return k * block; };
+    const int part = BitReverse(r, p);
+    std::memcpy(work + part * block, args_.send, block);
+    uint32_t step = 1;
+    if (absl::Status s = Double(peers_, fold_, work, offset, /*low_bits_first=*/true, part, &step);
+        !s.ok()) {
+      return s;
+    }
+    PermuteBlocks(work, out, p, block);
+    return absl::OkStatus();
+  }
   if (args_.send != out + r * block) std::memcpy(out + r * block, args_.send, block);
   if (p == 1) return absl::OkStatus();
   uint32_t step = 0;
@@ -197,18 +211,6 @@ absl::Status RabenseifnerAllGather::Run() {
     if (absl::Status s = peers_.Wait({t}); !s.ok()) return s;
   }
   ++step;
-  if (LowBitsFirst(peers_, fold_)) {
-    std::byte* work = peers_.Scratch(block * p);
-    auto offset = [&](int k) { return k * block; };
-    const int part = BitReverse(r, p);
-    std::memcpy(work + part * block, out + r * block, block);
-    if (absl::Status s = Double(peers_, fold_, work, offset, /*low_bits_first=*/true, part, &step);
-        !s.ok()) {
-      return s;
-    }
-    PermuteBlocks(work, out, p, block);
-    return absl::OkStatus();
-  }
   if (fold_.virtual_rank() >= 0) {
     auto offset = [&](int part) { return fold_.FirstRealRank(part) * block; };
     if (absl::Status s = Double(peers_, fold_, out, offset, /*low_bits_first=*/false,
